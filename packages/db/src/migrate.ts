@@ -1,0 +1,14 @@
+import type { Kysely } from "kysely";
+import { type MigrationResultSet, Migrator } from "kysely/migration";
+import { migrations } from "./migrations/index.ts";
+
+export const migrationNames = (): string[] => Object.keys(migrations).sort();
+
+/** Brings the schema to the latest migration; safe to run from several processes at once. */
+// biome-ignore lint/suspicious/noExplicitAny: migrations run before the schema types hold.
+export const migrateToLatest = async (db: Kysely<any>): Promise<MigrationResultSet> => {
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const result = await migrator.migrateToLatest();
+  if (result.error) throw result.error;
+  return result;
+};

@@ -1,0 +1,154 @@
+import { newId, type StartRequest, type StartTask, type StartTaskStatus } from "@tern/core";
+import { type Kysely, type Selectable, sql } from "kysely";
+import type { Database, StartTasksTable } from "../schema.ts";
+
+export const toStartTask = (r: Selectable<StartTasksTable>): StartTask => ({
+  id: r.id,
+  userId: r.user_id,
+  status: r.status as StartTaskStatus,
+  detail: r.detail,
+  appConversationId: r.app_conversation_id,
+  sandboxId: r.sandbox_id,
+  agentServerUrl: r.agent_server_url,
+  request: r.request as StartRequest,
+  attempt: r.attempt,
+  stageDurations: r.stage_durations,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+const TERMINAL = ["READY", "ERROR"] as const;
+
+export const startTasksRepository = (db: Kysely<Database>) => ({
+  async create(userId: string, request: StartRequest, id: string = newId()): Promise<StartTask> {
+    const row = await db
+      .insertInto("start_tasks")
+      .values({ id, user_id: userId, status: "WORKING", request: JSON.stringify(request) })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return toStartTask(row);
+  },
+
+  async get(id: string): Promise<StartTask | null> {
+    const row = await db.selectFrom("start_tasks").selectAll().where("id", "=", id).executeTakeFirst();
+    return row ? toStartTask(row) : null;
+  },
+
+  /** The caller's tasks among `ids` (any order); foreign and unknown ids are simply absent. */
+  async findForUser(userId: string, ids: string[]): Promise<StartTask[]> {
+    if (ids.length === 0) return [];
+    const rows = await db
+      .selectFrom("start_tasks")
+      .selectAll()
+      .where("user_id", "=", userId)
+      .where("id", "in", ids)
+      .execute();
+    return rows.map(toStartTask);
+  },
+
+  async delete(id: string): Promise<void> {
+    await db.deleteFrom("start_tasks").where("id", "=", id).execute();
+  },
+
+  /**
+   * Takes ownership of a task for a job attempt (the fencing token). Refused (null) when a newer
+   * attempt already owns it or the task is finished, so a stale worker stops before doing anything.
+   */
+  async claim(id: string, attempt: number): Promise<StartTask | null> {
+    const row = await db
+      .updateTable("start_tasks")
+      .set({ attempt })
+      .where("id", "=", id)
+      .where("attempt", "<=", attempt)
+      .where("status", "not in", TERMINAL)
+      .returningAll()
+      .executeTakeFirst();
+    return row ? toStartTask(row) : null;
+  },
+
+  /**
+   * Persists the stage that begins now, and how long the previous one took. Carries the attempt:
+   * a write from an attempt that no longer owns the task changes nothing and returns false.
+   */
+  async enterStage(
+    id: string,
+    attempt: number,
+    status: StartTaskStatus,
+    finished?: { stage: string; ms: number },
+  ): Promise<boolean> {
+    const durations = finished ? JSON.stringify({ [finished.stage]: finished.ms }) : "{}";
+    const res = await db
+      .updateTable("start_tasks")
+      .set({
+        status,
+        updated_at: sql<string>`clock_timestamp()`,
+        stage_durations: sql<string>`stage_durations || ${durations}::jsonb`,
+      })
+      .where("id", "=", id)
+      .where("attempt", "=", attempt)
+      .where("status", "not in", TERMINAL)
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  },
+
+  async setSandbox(id: string, attempt: number, sandboxId: string): Promise<boolean> {
+    const res = await db
+      .updateTable("start_tasks")
+      .set({ sandbox_id: sandboxId, updated_at: sql<string>`clock_timestamp()` })
+      .where("id", "=", id)
+      .where("attempt", "=", attempt)
+      .where("status", "not in", TERMINAL)
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  },
+
+  async markReady(
+    id: string,
+    attempt: number,
+    conversationId: string,
+    finished?: { stage: string; ms: number },
+  ): Promise<boolean> {
+    const durations = finished ? JSON.stringify({ [finished.stage]: finished.ms }) : "{}";
+    const res = await db
+      .updateTable("start_tasks")
+      .set({
+        status: "READY",
+        app_conversation_id: conversationId,
+        updated_at: sql<string>`clock_timestamp()`,
+        stage_durations: sql<string>`stage_durations || ${durations}::jsonb`,
+      })
+      .where("id", "=", id)
+      .where("attempt", "=", attempt)
+      .where("status", "not in", TERMINAL)
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  },
+
+  /**
+   * Ends a task in ERROR. With an attempt, only if that attempt still owns it; without one
+   * (janitor, deadline sweep, a job BullMQ gave up on) whenever it is not finished yet.
+   */
+  async markError(id: string, detail: string, attempt?: number): Promise<boolean> {
+    let q = db
+      .updateTable("start_tasks")
+      .set({ status: "ERROR", detail, updated_at: sql<string>`clock_timestamp()` })
+      .where("id", "=", id)
+      .where("status", "not in", TERMINAL);
+    if (attempt !== undefined) q = q.where("attempt", "=", attempt);
+    const res = await q.executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  },
+
+  /** Tasks still in flight, oldest progress first (partial index start_tasks_inflight_idx). */
+  async listInFlight(opts: { updatedBefore?: Date; limit?: number } = {}): Promise<StartTask[]> {
+    let q = db.selectFrom("start_tasks").selectAll().where("status", "not in", TERMINAL);
+    if (opts.updatedBefore) q = q.where("updated_at", "<", opts.updatedBefore.toISOString());
+    const rows = await q
+      .orderBy("updated_at", "asc")
+      .limit(opts.limit ?? 500)
+      .execute();
+    return rows.map(toStartTask);
+  },
+});
+
+export type StartTasksRepository = ReturnType<typeof startTasksRepository>;

@@ -1,0 +1,3 @@
+export * from "./catalog.ts";
+export * from "./connection.ts";
+export * from "./queues.ts";

@@ -1,0 +1,3 @@
+export * from "./database.ts";
+export * from "./processes.ts";
+export * from "./redis.ts";
