@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up what the service needs (as scripts/start.sh does), then runs every check and test.
+# Extra arguments go to vitest (e.g. scripts/test.sh apps/api).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/lib/ensure-pnpm.sh
+bash scripts/lib/ensure-all.sh
+
+pnpm --silent lint
+TURBO_TELEMETRY_DISABLED=1 pnpm --silent typecheck --output-logs=errors-only
+pnpm exec vitest run "$@"
