@@ -58,6 +58,9 @@ export interface ConversationsTable {
   last_event_at: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** The agent run holding the conversation's run lock (migration 0004). */
+  active_run_id: Generated<string | null>;
+  run_attempt: Generated<number>;
 }
 
 export interface SandboxesTable {
@@ -82,6 +85,16 @@ export interface EventsTable {
   payload: Json<Record<string, unknown>>;
 }
 
+/** One row per agent run (migration 0004). */
+export interface AgentRunsTable {
+  id: string;
+  conversation_id: string;
+  status: string;
+  attempts: Generated<number>;
+  started_at: Timestamp;
+  ended_at: NullableTimestamp;
+}
+
 export interface Database {
   users: UsersTable;
   api_keys: ApiKeysTable;
@@ -89,4 +102,5 @@ export interface Database {
   conversations: ConversationsTable;
   sandboxes: SandboxesTable;
   events: EventsTable;
+  agent_runs: AgentRunsTable;
 }

@@ -1,0 +1,172 @@
+import type { ExecutionStatus, StoredEvent } from "@tern/core";
+import { type Kysely, sql, type Transaction } from "kysely";
+import type { Database } from "../schema.ts";
+import { type EventDraft, eventsRepository } from "./events.ts";
+
+/** What a run holds while it works: its id and the attempt that took it (a fencing token). */
+export interface RunLease {
+  conversationId: string;
+  runId: string;
+  attempt: number;
+}
+
+export type BeginRunResult =
+  | { outcome: "started" | "resumed"; lease: RunLease; events: StoredEvent[] }
+  | { outcome: "busy"; activeRunId: string }
+  /** This run already ended (BullMQ delivered its job again): nothing to do. */
+  | { outcome: "ended" }
+  | { outcome: "missing" };
+
+/** The run lock was taken by someone else (another run, or a newer attempt of this one). */
+export class RunLeaseLostError extends Error {
+  constructor(lease: RunLease) {
+    super(`run ${lease.runId} (attempt ${lease.attempt}) no longer holds conversation ${lease.conversationId}`);
+    this.name = "RunLeaseLostError";
+  }
+}
+
+export const executionStatusEvent = (status: ExecutionStatus): EventDraft => ({
+  kind: "ConversationStateUpdateEvent",
+  source: "environment",
+  payload: { key: "execution_status", value: status },
+});
+
+/**
+ * The run lock of a conversation (never two agent runs at once) and the writes a run makes under it.
+ * Every write locks the conversation row first (`for update`), the same row the event append
+ * serialises on, so a status change and its ConversationStateUpdateEvent are one atomic step.
+ */
+export const agentRunsRepository = (db: Kysely<Database>) => {
+  const lockRow = (trx: Transaction<Database>, conversationId: string) =>
+    trx
+      .selectFrom("conversations")
+      .select(["id", "active_run_id", "run_attempt", "execution_status"])
+      .where("id", "=", conversationId)
+      .forUpdate()
+      .executeTakeFirst();
+
+  const holds = (row: { active_run_id: string | null; run_attempt: number } | undefined, lease: RunLease) =>
+    !!row && row.active_run_id === lease.runId && row.run_attempt === lease.attempt;
+
+  const finishRun = (trx: Transaction<Database>, runId: string, status: ExecutionStatus) =>
+    trx
+      .updateTable("agent_runs")
+      .set({ status, ended_at: sql<string>`clock_timestamp()` })
+      .where("id", "=", runId)
+      .execute();
+
+  const setStatus = (trx: Transaction<Database>, conversationId: string, status: ExecutionStatus, release: boolean) =>
+    trx
+      .updateTable("conversations")
+      .set({
+        execution_status: status,
+        ...(release ? { active_run_id: null } : {}),
+        updated_at: sql<string>`clock_timestamp()`,
+      })
+      .where("id", "=", conversationId)
+      .execute();
+
+  return {
+    /**
+     * Takes the run lock for `runId`. A free lock: status `running` (with its event) and "started".
+     * Held by the same run (its worker died and BullMQ handed the job on): a new attempt, "resumed".
+     * Held by another run: "busy", nothing written.
+     */
+    async begin(conversationId: string, runId: string): Promise<BeginRunResult> {
+      return db.transaction().execute(async (trx) => {
+        const row = await lockRow(trx, conversationId);
+        if (!row) return { outcome: "missing" } as const;
+        if (row.active_run_id && row.active_run_id !== runId) {
+          return { outcome: "busy", activeRunId: row.active_run_id } as const;
+        }
+        const run = await trx.selectFrom("agent_runs").select("ended_at").where("id", "=", runId).executeTakeFirst();
+        if (run?.ended_at) return { outcome: "ended" } as const;
+        const attempt = row.run_attempt + 1;
+        const resumed = row.active_run_id === runId;
+        await trx
+          .updateTable("conversations")
+          .set({ active_run_id: runId, run_attempt: attempt, updated_at: sql<string>`clock_timestamp()` })
+          .where("id", "=", conversationId)
+          .execute();
+        await trx
+          .insertInto("agent_runs")
+          .values({ id: runId, conversation_id: conversationId, status: "running", attempts: 1 })
+          .onConflict((oc) => oc.column("id").doUpdateSet({ attempts: sql<number>`agent_runs.attempts + 1` }))
+          .execute();
+        const events = resumed
+          ? []
+          : await eventsRepository(trx).append(conversationId, [executionStatusEvent("running")]);
+        if (!resumed) await setStatus(trx, conversationId, "running", false);
+        return {
+          outcome: resumed ? "resumed" : "started",
+          lease: { conversationId, runId, attempt },
+          events,
+        } as const;
+      });
+    },
+
+    /** Appends events as the lease holder; refused (RunLeaseLostError) when the lease was lost. */
+    async append(lease: RunLease, drafts: EventDraft[]): Promise<StoredEvent[]> {
+      return db.transaction().execute(async (trx) => {
+        if (!holds(await lockRow(trx, lease.conversationId), lease)) throw new RunLeaseLostError(lease);
+        return eventsRepository(trx).append(lease.conversationId, drafts);
+      });
+    },
+
+    /** Ends the run: its last events, the final status (with its event), and the lock released. */
+    async end(lease: RunLease, status: ExecutionStatus, drafts: EventDraft[] = []): Promise<StoredEvent[]> {
+      return db.transaction().execute(async (trx) => {
+        if (!holds(await lockRow(trx, lease.conversationId), lease)) throw new RunLeaseLostError(lease);
+        const events = await eventsRepository(trx).append(lease.conversationId, [
+          ...drafts,
+          executionStatusEvent(status),
+        ]);
+        await setStatus(trx, lease.conversationId, status, true);
+        await finishRun(trx, lease.runId, status);
+        return events;
+      });
+    },
+
+    /**
+     * Ends whatever run holds the lock, for when its job is given up (attempts spent): the
+     * conversation must not stay `running` with nobody working on it.
+     */
+    async abandon(conversationId: string, runId: string, drafts: EventDraft[]): Promise<boolean> {
+      return db.transaction().execute(async (trx) => {
+        const row = await lockRow(trx, conversationId);
+        if (!row || row.active_run_id !== runId) return false;
+        await eventsRepository(trx).append(conversationId, [...drafts, executionStatusEvent("error")]);
+        await setStatus(trx, conversationId, "error", true);
+        await finishRun(trx, runId, "error");
+        return true;
+      });
+    },
+
+    /**
+     * A PauseEvent from the user. A running run sees it between two steps and stops `paused`;
+     * with no run in progress the conversation is `paused` at once.
+     */
+    async requestPause(conversationId: string): Promise<{ activeRunId: string | null } | null> {
+      return db.transaction().execute(async (trx) => {
+        const row = await lockRow(trx, conversationId);
+        if (!row) return null;
+        const drafts: EventDraft[] = [{ kind: "PauseEvent", source: "user", payload: {} }];
+        if (!row.active_run_id && row.execution_status !== "paused") drafts.push(executionStatusEvent("paused"));
+        await eventsRepository(trx).append(conversationId, drafts);
+        if (!row.active_run_id) await setStatus(trx, conversationId, "paused", false);
+        return { activeRunId: row.active_run_id };
+      });
+    },
+
+    async activeRun(conversationId: string): Promise<string | null> {
+      const row = await db
+        .selectFrom("conversations")
+        .select("active_run_id")
+        .where("id", "=", conversationId)
+        .executeTakeFirst();
+      return row?.active_run_id ?? null;
+    },
+  };
+};
+
+export type AgentRunsRepository = ReturnType<typeof agentRunsRepository>;
