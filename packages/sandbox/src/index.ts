@@ -1,1 +1,3 @@
+export * from "./docker/driver.ts";
+export * from "./docker/network.ts";
 export * from "./driver.ts";

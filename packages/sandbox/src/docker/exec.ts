@@ -1,0 +1,128 @@
+import { StringDecoder } from "node:string_decoder";
+import type Docker from "dockerode";
+import type { ExecOptions, ExecResult } from "../driver.ts";
+import { OutputBuffer } from "./output-buffer.ts";
+
+const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+/** After `timeout` sent TERM, how long the process group has before KILL. */
+const KILL_AFTER_SECONDS = 2;
+/** If the stream is still open this long after the limit (a process escaped its group), give up on it. */
+const WATCHDOG_GRACE_MS = KILL_AFTER_SECONDS * 1000 + 5_000;
+
+/**
+ * Splits Docker's multiplexed attach stream: frames of an 8-byte header (stream type, 3 zero
+ * bytes, big-endian length) then the payload. Frames may arrive cut anywhere.
+ */
+export const createDemuxer = (onFrame: (stream: "stdout" | "stderr", payload: Buffer) => void) => {
+  let pending: Buffer = Buffer.alloc(0);
+  return (chunk: Buffer): void => {
+    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+    while (pending.length >= 8) {
+      const size = pending.readUInt32BE(4);
+      if (pending.length < 8 + size) break;
+      const type = pending[0];
+      const payload = pending.subarray(8, 8 + size);
+      pending = pending.subarray(8 + size);
+      if (type === 1 || type === 2) onFrame(type === 2 ? "stderr" : "stdout", payload);
+    }
+  };
+};
+
+/**
+ * The time limit is enforced inside the container by coreutils `timeout`, which runs the command
+ * in a process group of its own and signals the whole group (TERM, then KILL): Docker has no way
+ * to kill an exec from outside.
+ */
+const withTimeLimit = (cmd: string[], timeoutMs: number | undefined): string[] => {
+  if (!timeoutMs || timeoutMs <= 0) return cmd;
+  const seconds = Math.max(0.1, timeoutMs / 1000).toFixed(1);
+  return ["timeout", "-s", "TERM", "-k", `${KILL_AFTER_SECONDS}s`, `${seconds}s`, ...cmd];
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const runExec = async (container: Docker.Container, opts: ExecOptions): Promise<ExecResult> => {
+  const started = Date.now();
+  const maxOutput = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+  const hasStdin = opts.stdin !== undefined;
+  const exec = await container.exec({
+    Cmd: withTimeLimit(opts.cmd, opts.timeoutMs),
+    AttachStdout: true,
+    AttachStderr: true,
+    AttachStdin: hasStdin,
+    Tty: false,
+    ...(opts.cwd ? { WorkingDir: opts.cwd } : {}),
+    ...(opts.user ? { User: opts.user } : {}),
+    ...(opts.env ? { Env: Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) } : {}),
+  });
+  const stream = (await exec.start({ hijack: true, stdin: hasStdin })) as NodeJS.ReadWriteStream & {
+    destroy: () => void;
+  };
+
+  const kept = { stdout: new OutputBuffer(maxOutput), stderr: new OutputBuffer(maxOutput) };
+  const decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
+  const demux = createDemuxer((which, payload) => {
+    kept[which].push(payload);
+    if (opts.onOutput) {
+      const text = decoders[which].write(payload);
+      if (text) opts.onOutput(text, which);
+    }
+  });
+
+  let abandoned = false;
+  await new Promise<void>((resolve, reject) => {
+    let watchdog: NodeJS.Timeout | undefined;
+    const finish = (err?: Error) => {
+      if (watchdog) clearTimeout(watchdog);
+      if (err) reject(err);
+      else resolve();
+    };
+    if (opts.timeoutMs && opts.timeoutMs > 0) {
+      watchdog = setTimeout(() => {
+        abandoned = true;
+        stream.destroy();
+        finish();
+      }, opts.timeoutMs + WATCHDOG_GRACE_MS);
+    }
+    stream.on("data", (c: Buffer) => demux(c));
+    stream.on("end", () => finish());
+    stream.on("close", () => finish());
+    stream.on("error", (err: Error) => (abandoned ? finish() : finish(err)));
+    if (hasStdin) {
+      stream.write(opts.stdin as string | Buffer);
+      stream.end();
+    }
+  });
+
+  // The stream can end a moment before Docker records the exit code.
+  let exitCode: number | null = null;
+  if (!abandoned) {
+    for (let i = 0; i < 50; i++) {
+      const info = await exec.inspect();
+      if (!info.Running) {
+        exitCode = info.ExitCode ?? null;
+        break;
+      }
+      await sleep(Math.min(10 * (i + 1), 100));
+    }
+  }
+  const durationMs = Date.now() - started;
+  const hitLimit =
+    !!opts.timeoutMs &&
+    durationMs >= opts.timeoutMs - 50 &&
+    (exitCode === 124 || exitCode === 137 || exitCode === null);
+  if (opts.onOutput) {
+    for (const which of ["stdout", "stderr"] as const) {
+      const rest = decoders[which].end();
+      if (rest) opts.onOutput(rest, which);
+    }
+  }
+  return {
+    exitCode,
+    stdout: kept.stdout.toString(),
+    stderr: kept.stderr.toString(),
+    timedOut: abandoned || hitLimit,
+    truncated: kept.stdout.truncated || kept.stderr.truncated,
+    durationMs,
+  };
+};

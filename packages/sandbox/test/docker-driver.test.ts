@@ -1,0 +1,125 @@
+import { randomBytes } from "node:crypto";
+import Docker from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDockerDriver, ensureSandboxNetwork, SandboxLabel, type SandboxSpec } from "../src/index.ts";
+
+const docker = new Docker();
+const driver = createDockerDriver(docker);
+const namespace = `terntest-driver-${randomBytes(4).toString("hex")}`;
+const image = process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest";
+const network = process.env.SANDBOX_NETWORK ?? "tern-sandboxes";
+
+const spec = (name: string): SandboxSpec => ({
+  name: `${namespace}-${name}`,
+  image,
+  labels: { [SandboxLabel.Marker]: "1", [SandboxLabel.Namespace]: namespace, [SandboxLabel.TaskId]: name },
+  limits: { memoryMb: 256, cpus: 0.5, pids: 128 },
+  network,
+});
+
+let id = "";
+
+beforeAll(async () => {
+  await ensureSandboxNetwork(docker, network);
+  id = (await driver.create(spec("main"))).id;
+});
+
+afterAll(async () => {
+  for (const c of await driver.list({ [SandboxLabel.Namespace]: namespace })) await driver.destroy(c.id);
+  expect(await driver.list({ [SandboxLabel.Namespace]: namespace })).toEqual([]);
+});
+
+describe("docker sandbox driver", () => {
+  it("runs hardened: non-root, no capabilities, no-new-privileges, limits, our network, no ports", async () => {
+    const r = await driver.exec(id, {
+      cmd: ["bash", "-c", "id -un; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"],
+    });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain("agent\n");
+    expect(r.stdout).toMatch(/CapEff:\s+0+\n/);
+    expect(r.stdout).toMatch(/CapBnd:\s+0+\n/);
+    expect(r.stdout).toMatch(/NoNewPrivs:\s+1/);
+    const info = await docker.getContainer(id).inspect();
+    expect(info.HostConfig.Memory).toBe(256 * 1024 * 1024);
+    expect(info.HostConfig.NanoCpus).toBe(5e8);
+    expect(info.HostConfig.PidsLimit).toBe(128);
+    expect(Object.keys(info.NetworkSettings.Networks)).toEqual([network]);
+    expect(info.NetworkSettings.Ports ?? {}).toEqual({});
+  });
+
+  it("separates stdout and stderr, streams them, and returns the exit code", async () => {
+    const seen: string[] = [];
+    const r = await driver.exec(id, {
+      cmd: ["bash", "-c", "echo out; echo err >&2; exit 3"],
+      onOutput: (c, s) => seen.push(`${s}:${c}`),
+    });
+    expect(r).toMatchObject({ exitCode: 3, stdout: "out\n", stderr: "err\n", timedOut: false, truncated: false });
+    expect(seen.sort()).toEqual(["stderr:err\n", "stdout:out\n"]);
+  });
+
+  it("passes cwd, env and stdin", async () => {
+    const r = await driver.exec(id, {
+      cmd: ["bash", "-c", 'pwd; echo "$GREETING"; cat'],
+      cwd: "/tmp",
+      env: { GREETING: "hi there" },
+      stdin: "from stdin",
+    });
+    expect(r.stdout).toBe("/tmp\nhi there\nfrom stdin");
+  });
+
+  it("kills the whole process group when the time limit passes", async () => {
+    const r = await driver.exec(id, {
+      cmd: ["bash", "-c", "(sleep 300; echo child-survived) & echo started; sleep 300"],
+      timeoutMs: 1000,
+    });
+    expect(r.timedOut).toBe(true);
+    expect(r.stdout).toBe("started\n");
+    const ps = await driver.exec(id, { cmd: ["bash", "-c", "ps -eo args | grep -c '[s]leep 300' || true"] });
+    expect(ps.stdout.trim()).toBe("0");
+  });
+
+  it("caps the output it keeps", async () => {
+    const r = await driver.exec(id, {
+      cmd: ["bash", "-c", "head -c 100000 /dev/zero | tr '\\0' x"],
+      maxOutputBytes: 1000,
+    });
+    expect(r.truncated).toBe(true);
+    expect(r.stdout.length).toBeLessThan(1100);
+  });
+
+  it("uploads files owned by the sandbox user and downloads them", async () => {
+    await driver.upload(id, "/workspace/up", [
+      { path: "a.txt", content: "alpha" },
+      { path: "deep/dir/b.sh", content: "#!/bin/sh\necho b\n", mode: 0o755 },
+    ]);
+    const r = await driver.exec(id, {
+      cmd: ["bash", "-c", "stat -c '%U %a' /workspace/up/deep/dir/b.sh; /workspace/up/deep/dir/b.sh"],
+    });
+    expect(r.stdout).toBe("agent 755\nb\n");
+    expect((await driver.download(id, "/workspace/up/a.txt"))?.toString()).toBe("alpha");
+    expect(await driver.download(id, "/workspace/up/missing")).toBeNull();
+    await expect(driver.upload(id, "/workspace/up", [{ path: "../escape", content: "x" }])).rejects.toThrow();
+  });
+
+  it("adopts the existing container when created again under the same name, even stopped", async () => {
+    const again = await driver.create(spec("main"));
+    expect(again.id).toBe(id);
+    const other = await driver.create(spec("stopped"));
+    await docker.getContainer(other.id).stop({ t: 0 });
+    const adopted = await driver.create(spec("stopped"));
+    expect(adopted).toMatchObject({ id: other.id, state: "running" });
+  });
+
+  it("pauses, resumes, lists by label and destroys (a missing container is fine)", async () => {
+    await driver.pause(id);
+    await driver.pause(id);
+    expect((await driver.inspect(id))?.state).toBe("paused");
+    await driver.resume(id);
+    expect((await driver.inspect(id))?.state).toBe("running");
+    const listed = await driver.list({ [SandboxLabel.Namespace]: namespace, [SandboxLabel.TaskId]: "main" });
+    expect(listed.map((c) => c.id)).toEqual([id]);
+    await driver.destroy(id);
+    await driver.destroy(id);
+    expect(await driver.inspect(id)).toBeNull();
+  });
+});
