@@ -1,0 +1,207 @@
+import { randomBytes } from "node:crypto";
+import type { Logger } from "@tern/core";
+import { type SandboxDriver, type SandboxInfo, SandboxLabel, type SandboxPool, type SandboxSpec } from "./driver.ts";
+
+/** The worker instance whose pool made the container (see `PoolOwnerLabel` in the janitor). */
+export const PoolOwnerLabel = "tern.pool_owner";
+
+export interface ClaimOwner {
+  taskId: string;
+  sandboxId: string;
+}
+
+export interface SandboxPoolOptions {
+  /** Warm containers kept started ahead. 0 makes a pool that never has one. */
+  size: number;
+  /** The deployment (REDIS_PREFIX): goes into the namespace label and the container names. */
+  namespace: string;
+  /** This worker instance; pool containers carry it so the janitor can tell whose they are. */
+  ownerId: string;
+  /** Image, limits, network and env of every pool container (names and labels are the pool's). */
+  spec: Omit<SandboxSpec, "name" | "labels"> & { labels?: Record<string, string> };
+  /**
+   * Records the new owner of a claimed container, durably (the sandboxes row: Docker cannot
+   * relabel a running container). Runs before `claim` resolves; when it throws, the container is
+   * destroyed (it may be half-recorded) and the error reaches the caller.
+   */
+  onClaim?: (info: SandboxInfo, owner: ClaimOwner) => Promise<void>;
+  /** Called every `heartbeatMs` while the pool runs: proves the owner alive to the janitor. */
+  heartbeat?: () => Promise<void>;
+  heartbeatMs?: number;
+  /** How often the pool checks that its warm containers still run (default 30 s). */
+  checkEveryMs?: number;
+  logger?: Logger;
+}
+
+export interface WarmSandboxPool extends SandboxPool {
+  /** Warm containers ready to be claimed now. */
+  available(): number;
+  /** Resolves when `size` containers are warm (or rejects after `timeoutMs`). */
+  whenFull(timeoutMs?: number): Promise<void>;
+}
+
+/** Docker names: [a-zA-Z0-9][a-zA-Z0-9_.-]*. */
+const nameSafe = (s: string): string => s.replace(/[^a-zA-Z0-9_.-]/g, "-");
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * A per-process pool of started sandboxes. Each worker claims only entries of its own, popped
+ * from memory in one synchronous step, so two start jobs never get the same container and two
+ * workers never share one. A claimed container leaves the pool for good: it is never handed out
+ * again, whatever happens to its conversation. Replenishing runs in the background, one create
+ * at a time, so warm-up never competes with cold starts for more than one Docker call.
+ */
+export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOptions): WarmSandboxPool => {
+  const ready: SandboxInfo[] = [];
+  let creating = 0;
+  let running = false;
+  let stopped = false;
+  let wake: (() => void) | null = null;
+  let loop: Promise<void> | null = null;
+  let heartbeatTimer: NodeJS.Timeout | null = null;
+  let lastCheck = Date.now();
+  const fullWaiters: (() => void)[] = [];
+  const log = opts.logger;
+  const prefix = `tern-pool-${nameSafe(opts.namespace)}-${nameSafe(opts.ownerId).slice(0, 24)}`;
+
+  const labels = (): Record<string, string> => ({
+    ...opts.spec.labels,
+    [SandboxLabel.Marker]: "1",
+    [SandboxLabel.Namespace]: opts.namespace,
+    [SandboxLabel.Pool]: "1",
+    [PoolOwnerLabel]: opts.ownerId,
+  });
+
+  const notifyFull = () => {
+    if (ready.length < opts.size) return;
+    for (const w of fullWaiters.splice(0)) w();
+  };
+
+  const kick = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+
+  const createOne = async (): Promise<void> => {
+    creating++;
+    const name = `${prefix}-${randomBytes(6).toString("hex")}`;
+    try {
+      const info = await driver.create({ ...opts.spec, name, labels: labels() });
+      if (stopped) {
+        await driver.destroy(info.id).catch(() => undefined);
+        return;
+      }
+      ready.push(info);
+      notifyFull();
+    } catch (err) {
+      // It may exist half-made; it is ours to remove.
+      await driver.destroy(name).catch(() => undefined);
+      throw err;
+    } finally {
+      creating--;
+    }
+  };
+
+  /** Drops entries whose container stopped or vanished (an operator, the OOM killer...). */
+  const dropDead = async (): Promise<void> => {
+    lastCheck = Date.now();
+    const mine = await driver.list({ [SandboxLabel.Pool]: "1", [PoolOwnerLabel]: opts.ownerId });
+    const live = new Set(mine.filter((c) => c.state === "running").map((c) => c.id));
+    for (let i = ready.length - 1; i >= 0; i--) {
+      const entry = ready[i] as SandboxInfo;
+      if (!live.has(entry.id)) {
+        ready.splice(i, 1);
+        log?.warn({ container: entry.name }, "warm sandbox is gone; replacing it");
+        await driver.destroy(entry.id).catch(() => undefined);
+      }
+    }
+  };
+
+  const replenish = async (): Promise<void> => {
+    let backoff = 500;
+    const checkEvery = opts.checkEveryMs ?? 30_000;
+    while (running) {
+      try {
+        if (Date.now() - lastCheck >= checkEvery) await dropDead();
+        if (ready.length + creating < opts.size) {
+          await createOne();
+          backoff = 500;
+          continue;
+        }
+      } catch (err) {
+        log?.warn(
+          { err: err instanceof Error ? err.message : String(err), backoffMs: backoff },
+          "warm sandbox create failed",
+        );
+        await Promise.race([sleep(backoff), new Promise<void>((r) => (wake = r))]);
+        backoff = Math.min(backoff * 2, 30_000);
+        continue;
+      }
+      // Full: sleep until a claim takes one or the next health check is due.
+      await Promise.race([
+        sleep(Math.max(10, checkEvery - (Date.now() - lastCheck))),
+        new Promise<void>((r) => (wake = r)),
+      ]);
+    }
+  };
+
+  return {
+    async start() {
+      if (running || stopped || opts.size <= 0) return;
+      running = true;
+      if (opts.heartbeat) {
+        const beat = opts.heartbeat;
+        await beat();
+        heartbeatTimer = setInterval(() => {
+          beat().catch((err) =>
+            log?.warn({ err: err instanceof Error ? err.message : String(err) }, "pool heartbeat failed"),
+          );
+        }, opts.heartbeatMs ?? 10_000);
+        heartbeatTimer.unref();
+      }
+      loop = replenish();
+    },
+
+    async claim(owner) {
+      // Synchronous pop: no other claim in this process can see the same entry.
+      const info = ready.shift();
+      if (!info) return null;
+      kick();
+      try {
+        await opts.onClaim?.(info, owner);
+      } catch (err) {
+        await driver.destroy(info.id).catch(() => undefined);
+        throw err;
+      }
+      log?.debug({ container: info.name, task_id: owner.taskId }, "warm sandbox claimed");
+      return info;
+    },
+
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      running = false;
+      if (heartbeatTimer) clearInterval(heartbeatTimer);
+      kick();
+      await loop?.catch(() => undefined);
+      const leftovers = ready.splice(0);
+      await Promise.all(leftovers.map((c) => driver.destroy(c.id).catch(() => undefined)));
+      for (const w of fullWaiters.splice(0)) w();
+    },
+
+    available: () => ready.length,
+
+    whenFull(timeoutMs = 60_000) {
+      if (ready.length >= opts.size || opts.size <= 0) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`pool not full after ${timeoutMs} ms`)), timeoutMs);
+        fullWaiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    },
+  };
+};
