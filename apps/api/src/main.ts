@@ -1,9 +1,10 @@
 import { serve } from "@hono/node-server";
 import { ConfigError, createLogger } from "@tern/core";
-import { createDb, migrateToLatest } from "@tern/db";
+import { apiKeysRepository, createDb, migrateToLatest } from "@tern/db";
 import { createQueues, createRedis } from "@tern/queue";
 import { createApp } from "./app.ts";
 import { loadApiConfig } from "./config.ts";
+import { createKeyUsage } from "./middleware/key-usage.ts";
 
 const main = async () => {
   const config = loadApiConfig(process.env);
@@ -20,7 +21,8 @@ const main = async () => {
   // stable across API replicas sharing a database, and never sent to a client.
   const cursorSecret = config.CURSOR_SECRET ?? `tern-cursor:${config.DATABASE_URL}`;
 
-  const app = createApp({ config: { ...config, publicUrl, cursorSecret }, db, redis, queues, logger });
+  const keyUsage = createKeyUsage(apiKeysRepository(db), logger);
+  const app = createApp({ config: { ...config, publicUrl, cursorSecret }, db, redis, queues, logger, keyUsage });
   const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) => {
     logger.info({ port: info.port, url: publicUrl }, "api listening");
   });
@@ -32,6 +34,7 @@ const main = async () => {
     logger.info({ signal }, "api shutting down");
     // Stop accepting connections, let in-flight requests finish, then close clients.
     await new Promise<void>((resolve) => server.close(() => resolve()));
+    await keyUsage.stop();
     await queues.close().catch(() => undefined);
     redis.disconnect();
     await closeDb();

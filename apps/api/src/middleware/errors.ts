@@ -31,5 +31,7 @@ export const errorResponse = (err: unknown, c: Context, logger: Logger): Respons
     logger.error({ err, request_id: requestId, path: c.req.path }, "unhandled error");
     appError = new AppError("internal", `Internal error${requestId ? ` (request ${requestId})` : ""}`);
   }
+  const allow = (appError.details as { allow?: unknown } | undefined)?.allow;
+  if (appError.code === "method_not_allowed" && Array.isArray(allow)) c.header("Allow", allow.join(", "));
   return c.json(appError.toBody(), appError.status as ContentfulStatusCode);
 };

@@ -94,6 +94,28 @@ export const conversationsRepository = (db: Kysely<Database>) => {
       return rows.map(toConversation);
     },
 
+    /**
+     * The caller's conversations, newest first, keyset-paged after (created_at, id) of the last one
+     * seen (conversations_user_created_idx). Returns up to `limit` + 1 rows so the caller knows if more follow.
+     */
+    async searchForUser(
+      userId: string,
+      opts: { limit: number; after?: { createdAt: string; id: string } | null },
+    ): Promise<Conversation[]> {
+      let q = base().where("conversations.user_id", "=", userId);
+      if (opts.after) {
+        q = q.where(
+          sql<boolean>`(conversations.created_at, conversations.id) < (${opts.after.createdAt}::timestamptz, ${opts.after.id}::uuid)`,
+        );
+      }
+      const rows = await q
+        .orderBy("conversations.created_at", "desc")
+        .orderBy("conversations.id", "desc")
+        .limit(opts.limit + 1)
+        .execute();
+      return rows.map(toConversation);
+    },
+
     async findBySessionKey(sessionApiKey: string): Promise<Conversation | null> {
       const row = await base().where("conversations.session_api_key", "=", sessionApiKey).executeTakeFirst();
       return row ? toConversation(row) : null;

@@ -46,6 +46,26 @@ export const startTasksRepository = (db: Kysely<Database>) => ({
     return rows.map(toStartTask);
   },
 
+  /**
+   * The caller's tasks, newest first, keyset-paged after (created_at, id) of the last one seen
+   * (start_tasks_user_created_idx). Returns up to `limit` + 1 rows so the caller knows if more follow.
+   */
+  async searchForUser(
+    userId: string,
+    opts: { limit: number; after?: { createdAt: string; id: string } | null },
+  ): Promise<StartTask[]> {
+    let q = db.selectFrom("start_tasks").selectAll().where("user_id", "=", userId);
+    if (opts.after) {
+      q = q.where(sql<boolean>`(created_at, id) < (${opts.after.createdAt}::timestamptz, ${opts.after.id}::uuid)`);
+    }
+    const rows = await q
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .limit(opts.limit + 1)
+      .execute();
+    return rows.map(toStartTask);
+  },
+
   async delete(id: string): Promise<void> {
     await db.deleteFrom("start_tasks").where("id", "=", id).execute();
   },

@@ -1,0 +1,41 @@
+import { AppError } from "@tern/core";
+import type { Context } from "hono";
+
+interface RouteEntry {
+  method: string;
+  path: string;
+}
+
+// "/api/keys/:id" → /^\/api\/keys\/[^/]+\/?$/; "*" matches anything.
+const toRegExp = (path: string): RegExp => {
+  const source = path
+    .split("/")
+    .map((part) => {
+      if (part === "*") return ".*";
+      if (part.startsWith(":")) return "[^/]+";
+      return part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    })
+    .join("/");
+  return new RegExp(`^${source}/?$`);
+};
+
+/**
+ * Unknown route: 404. A known path asked with a method it does not answer: 405 with `Allow`.
+ * `routes` is the app's route table (middleware shows as method ALL and is ignored).
+ */
+export const notFoundOrMethodNotAllowed = (routes: () => RouteEntry[]) => {
+  let table: { method: string; pattern: RegExp }[] | null = null;
+  return (c: Context): never => {
+    table ??= routes()
+      .filter((r) => r.method !== "ALL")
+      .map((r) => ({ method: r.method, pattern: toRegExp(r.path) }));
+    const path = c.req.path;
+    const allowed = [...new Set(table.filter((r) => r.pattern.test(path)).map((r) => r.method))];
+    if (allowed.length > 0 && !allowed.includes(c.req.method)) {
+      throw new AppError("method_not_allowed", `${c.req.method} is not allowed on ${path}; use ${allowed.join(", ")}`, {
+        allow: allowed,
+      });
+    }
+    throw new AppError("not_found", "No such route");
+  };
+};

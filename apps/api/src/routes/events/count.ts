@@ -1,0 +1,26 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { eventsSearchRepository } from "@tern/db";
+import type { ApiDeps } from "../../deps.ts";
+import { errorResponses, notFoundResponse } from "../records.ts";
+import type { Router } from "../router.ts";
+import { conversationParam, eventFilterQuery, readableConversationId, toEventFilter } from "./filter.ts";
+
+const route = createRoute({
+  method: "get",
+  path: "/api/v1/conversation/{conversation_id}/events/count",
+  tags: ["Events"],
+  summary: "How many of a conversation's events match the filters (a bare integer, as OpenHands answers)",
+  request: { params: conversationParam, query: z.object(eventFilterQuery) },
+  responses: {
+    200: { description: "The count", content: { "application/json": { schema: z.number().int().nonnegative() } } },
+    ...errorResponses,
+    ...notFoundResponse,
+  },
+});
+
+export const registerCountEvents = (router: Router, deps: ApiDeps) =>
+  router.openapi(route, async (c) => {
+    const conversationId = await readableConversationId(deps, c.get("principal"), c.req.valid("param").conversation_id);
+    const count = await eventsSearchRepository(deps.db).count(toEventFilter(conversationId, c.req.valid("query")));
+    return c.json(count, 200);
+  });

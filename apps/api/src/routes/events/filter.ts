@@ -1,0 +1,48 @@
+import { z } from "@hono/zod-openapi";
+import { AppError, eventKinds, parseId } from "@tern/core";
+import { conversationsRepository, type EventFilter } from "@tern/db";
+import type { ApiDeps } from "../../deps.ts";
+import { parseIsoTimestamp } from "../../iso-timestamp.ts";
+import type { Principal } from "../../middleware/auth.ts";
+
+const timestampParam = (description: string) =>
+  z
+    .string()
+    .refine((v) => parseIsoTimestamp(v) !== null, "must be an ISO 8601 timestamp (no zone means UTC)")
+    .optional()
+    .openapi({ format: "date-time", description, example: "2026-11-22T21:11:34.123456Z" });
+
+/** The filters the search and the count share. */
+export const eventFilterQuery = {
+  kind__eq: z.enum(eventKinds).optional().openapi({ description: "Only events of this kind" }),
+  timestamp__gte: timestampParam("Events at or after this time (inclusive); ISO 8601, no zone means UTC"),
+  timestamp__lt: timestampParam("Events before this time (exclusive); ISO 8601, no zone means UTC"),
+};
+
+export const conversationParam = z.object({
+  conversation_id: z.string().openapi({ description: "The conversation (app_conversation_id), 32 hex or uuid" }),
+});
+
+/**
+ * The conversation the caller may read, or 404: unknown, malformed and another user's ids answer
+ * alike; a session key reads only its own conversation.
+ */
+export const readableConversationId = async (deps: ApiDeps, principal: Principal, raw: string): Promise<string> => {
+  const id = parseId(raw);
+  const notFound = new AppError("not_found", "No such conversation");
+  if (id === null) throw notFound;
+  if (principal.kind === "session" && principal.conversationId !== id) throw notFound;
+  const [conversation] = await conversationsRepository(deps.db).findForUser(principal.userId, [id]);
+  if (!conversation) throw notFound;
+  return id;
+};
+
+export const toEventFilter = (
+  conversationId: string,
+  q: { kind__eq?: EventFilter["kind"]; timestamp__gte?: string; timestamp__lt?: string },
+): EventFilter => ({
+  conversationId,
+  ...(q.kind__eq !== undefined ? { kind: q.kind__eq } : {}),
+  ...(q.timestamp__gte !== undefined ? { timestampGte: parseIsoTimestamp(q.timestamp__gte)?.text } : {}),
+  ...(q.timestamp__lt !== undefined ? { timestampLt: parseIsoTimestamp(q.timestamp__lt)?.text } : {}),
+});

@@ -1,0 +1,86 @@
+import { type EventKind, eventKinds, generateSessionApiKey, newId } from "@tern/core";
+import { conversationsRepository, type Database, startTasksRepository, usersRepository } from "@tern/db";
+import { type Kysely, sql } from "kysely";
+
+export interface ConversationFixture {
+  userId: string;
+  taskId: string;
+  conversationId: string;
+  sessionApiKey: string;
+}
+
+/** A READY start task and its conversation, owned by `userId` (a new user when absent). */
+export const createConversationFixture = async (
+  db: Kysely<Database>,
+  opts: { userId?: string; title?: string } = {},
+): Promise<ConversationFixture> => {
+  const userId = opts.userId ?? (await usersRepository(db).create()).id;
+  const task = await startTasksRepository(db).create(userId, { title: opts.title ?? "fixture" });
+  const conversationId = newId();
+  const sessionApiKey = generateSessionApiKey();
+  await conversationsRepository(db).createForTask({
+    id: conversationId,
+    userId,
+    startTaskId: task.id,
+    title: opts.title ?? "fixture",
+    sandboxId: null,
+    sessionApiKey,
+    selectedRepository: null,
+    selectedBranch: null,
+    gitProvider: null,
+    llmModel: null,
+    skills: [],
+    workspaceDir: "/workspace/project",
+  });
+  await startTasksRepository(db).markReady(task.id, 0, conversationId);
+  return { userId, taskId: task.id, conversationId, sessionApiKey };
+};
+
+export interface SeedEventsOptions {
+  /** Kinds assigned round-robin by sequence number (default: every known kind). */
+  kinds?: readonly EventKind[];
+  /** Microseconds between consecutive events (default 1000). */
+  stepMicros?: number;
+  /** Rows per INSERT statement (default 200,000), so a million rows never sit in one huge transaction. */
+  batchSize?: number;
+}
+
+/**
+ * Appends `count` events to a conversation in bulk with INSERT … SELECT generate_series: fast enough
+ * for a million rows. Keeps the conversation's counters (last_seq, last_event_at) in step, so events
+ * appended afterwards through eventsRepository continue the order.
+ */
+export const seedEvents = async (
+  db: Kysely<Database>,
+  conversationId: string,
+  count: number,
+  opts: SeedEventsOptions = {},
+): Promise<void> => {
+  const kinds = opts.kinds ?? eventKinds;
+  const step = opts.stepMicros ?? 1000;
+  const batch = opts.batchSize ?? 200_000;
+  for (let done = 0; done < count; done += batch) {
+    const n = Math.min(batch, count - done);
+    await db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ first_seq: number; base: string }>`
+        update conversations
+        set last_seq = last_seq + ${n},
+            last_event_at = greatest(clock_timestamp(), coalesce(last_event_at, '-infinity'::timestamptz) + interval '1 microsecond')
+                            + (${n}::int - 1) * ${step}::int * interval '1 microsecond'
+        where id = ${conversationId}
+        returning last_seq - ${n} + 1 as first_seq, last_event_at - (${n}::int - 1) * ${step}::int * interval '1 microsecond' as base
+      `.execute(trx);
+      const head = rows[0];
+      if (!head) throw new Error(`conversation ${conversationId} does not exist`);
+      await sql`
+        insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
+        select ${conversationId}::uuid, ${head.first_seq}::bigint + i, gen_random_uuid(),
+               (${sql.val(kinds)}::text[])[1 + ((${head.first_seq}::bigint + i) % ${kinds.length})],
+               case when i % 3 = 0 then 'user' when i % 3 = 1 then 'agent' else 'environment' end,
+               ${head.base}::timestamptz + i * ${step}::int * interval '1 microsecond',
+               jsonb_build_object('n', ${head.first_seq}::bigint + i)
+        from generate_series(0, ${n - 1}) as i
+      `.execute(trx);
+    });
+  }
+};
