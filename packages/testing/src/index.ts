@@ -1,4 +1,7 @@
 export * from "./database.ts";
+export * from "./llm-server.ts";
+export * from "./docker.ts";
+export * from "./git-server.ts";
 export * from "./processes.ts";
 export * from "./redis.ts";
 export * from "./seed-events.ts";
