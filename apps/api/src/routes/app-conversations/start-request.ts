@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { gitProviders } from "@tern/core";
 
 // GitHub's rules for owner and repository names; exactly one slash, no dot-only parts.
-const REPOSITORY = /^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,98}[A-Za-z0-9_-])?\/[A-Za-z0-9_-](?:[A-Za-z0-9_.-]{0,98})?$/;
+const REPOSITORY = /^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,98}[A-Za-z0-9_-])?\/[A-Za-z0-9_.-]{1,100}$/;
 
 /** `git check-ref-format --branch` rules, so a branch name can never smuggle an option or a path. */
 export const isValidBranchName = (name: string): boolean => {
