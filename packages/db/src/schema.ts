@@ -35,6 +35,8 @@ export interface StartTasksTable {
   request: Json<Record<string, unknown>>;
   attempt: Generated<number>;
   stage_durations: ColumnType<Record<string, number>, string | undefined, string>;
+  /** Output of .openhands/setup.sh, capped (migration 0003). */
+  setup_output: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

@@ -25,7 +25,12 @@ export const eventsRepository = (db: Kysely<Database>) => ({
    * counter: its row lock serialises appenders, so sequence numbers and timestamps are strictly
    * increasing and commit in order (a reader's keyset cursor never skips a late commit).
    */
-  async append(conversationId: string, drafts: EventDraft[]): Promise<StoredEvent[]> {
+  async append(
+    conversationId: string,
+    drafts: EventDraft[],
+    /** onlyIfEmpty: appends nothing (returns []) when the conversation has events already, atomically. */
+    opts: { onlyIfEmpty?: boolean } = {},
+  ): Promise<StoredEvent[]> {
     if (drafts.length === 0) return [];
     const n = drafts.length;
     const rows = drafts.map((d, i) => ({
@@ -41,7 +46,7 @@ export const eventsRepository = (db: Kysely<Database>) => ({
         set last_seq = last_seq + ${n},
             last_event_at = greatest(clock_timestamp(), coalesce(last_event_at, '-infinity'::timestamptz) + interval '1 microsecond')
                             + (${n}::int - 1) * interval '1 microsecond'
-        where id = ${conversationId}
+        where id = ${conversationId} ${opts.onlyIfEmpty ? sql`and last_seq = 0` : sql``}
         returning last_seq, last_event_at
       )
       insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
@@ -52,6 +57,7 @@ export const eventsRepository = (db: Kysely<Database>) => ({
       order by v.ord
       returning id, seq, kind, source, "timestamp", payload
     `.execute(db);
+    if (result.rows.length === 0 && opts.onlyIfEmpty) return [];
     if (result.rows.length !== n) throw new Error(`conversation ${conversationId} does not exist`);
     return result.rows.map((r) => ({
       id: r.id,

@@ -57,6 +57,15 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
     return row ? toSandbox(row) : null;
   },
 
+  async findByContainerName(containerName: string): Promise<Sandbox | null> {
+    const row = await db
+      .selectFrom("sandboxes")
+      .selectAll()
+      .where("container_name", "=", containerName)
+      .executeTakeFirst();
+    return row ? toSandbox(row) : null;
+  },
+
   async update(
     id: string,
     patch: Partial<{

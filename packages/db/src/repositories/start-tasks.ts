@@ -159,6 +159,22 @@ export const startTasksRepository = (db: Kysely<Database>) => ({
     return res.numUpdatedRows > 0n;
   },
 
+  /** Keeps the setup script's output (already capped by the caller); fenced like every stage write. */
+  async setSetupOutput(id: string, attempt: number, output: string): Promise<boolean> {
+    const res = await db
+      .updateTable("start_tasks")
+      .set({ setup_output: output })
+      .where("id", "=", id)
+      .where("attempt", "=", attempt)
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  },
+
+  async getSetupOutput(id: string): Promise<string | null> {
+    const row = await db.selectFrom("start_tasks").select("setup_output").where("id", "=", id).executeTakeFirst();
+    return row?.setup_output ?? null;
+  },
+
   /** Tasks still in flight, oldest progress first (partial index start_tasks_inflight_idx). */
   async listInFlight(opts: { updatedBefore?: Date; limit?: number } = {}): Promise<StartTask[]> {
     let q = db.selectFrom("start_tasks").selectAll().where("status", "not in", TERMINAL);
