@@ -1,0 +1,100 @@
+import OpenAI from "openai";
+import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import {
+  type LlmClient,
+  LlmError,
+  type LlmMessage,
+  type LlmRequest,
+  type LlmResponse,
+  type ToolDefinition,
+} from "./types.ts";
+
+export interface OpenAiClientOptions {
+  model: string;
+  apiKey: string | undefined;
+  baseUrl: string | undefined;
+  /** Retries of the SDK on 408/409/429/5xx and connection errors, with exponential backoff. */
+  maxRetries: number;
+  timeoutMs: number;
+}
+
+const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
+  switch (m.role) {
+    case "user":
+      return { role: "user", content: m.text };
+    case "assistant":
+      return {
+        role: "assistant",
+        content: m.text || null,
+        ...(m.toolCalls.length
+          ? {
+              tool_calls: m.toolCalls.map((c) => ({
+                id: c.id,
+                type: "function" as const,
+                function: { name: c.name, arguments: c.arguments },
+              })),
+            }
+          : {}),
+      };
+    case "tool":
+      return { role: "tool", tool_call_id: m.toolCallId, content: m.text };
+  }
+};
+
+const toolToWire = (t: ToolDefinition): ChatCompletionTool => ({
+  type: "function",
+  function: { name: t.name, description: t.description, parameters: t.parameters },
+});
+
+/**
+ * OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, LiteLLM, OpenRouter) through the
+ * official SDK, streamed so that long answers never hit an idle timeout on the way.
+ */
+export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
+  const client = new OpenAI({
+    // Local OpenAI-compatible servers need no key, but the SDK insists on one.
+    apiKey: opts.apiKey ?? "not-needed",
+    baseURL: opts.baseUrl,
+    maxRetries: opts.maxRetries,
+    timeout: opts.timeoutMs,
+  });
+  return {
+    provider: "openai",
+    model: opts.model,
+    async complete(request: LlmRequest, signal?: AbortSignal): Promise<LlmResponse> {
+      try {
+        const stream = client.chat.completions.stream(
+          {
+            model: opts.model,
+            messages: [{ role: "system", content: request.system }, ...request.messages.map(toWire)],
+            tools: request.tools.map(toolToWire),
+            stream_options: { include_usage: true },
+          },
+          { signal },
+        );
+        const completion = await stream.finalChatCompletion();
+        const message = completion.choices[0]?.message;
+        const toolCalls = (message?.tool_calls ?? []).flatMap((c) =>
+          c.type === "function" ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : [],
+        );
+        return {
+          id: completion.id || null,
+          text: message?.content ?? "",
+          toolCalls,
+          model: completion.model || opts.model,
+          usage: {
+            promptTokens: completion.usage?.prompt_tokens ?? 0,
+            completionTokens: completion.usage?.completion_tokens ?? 0,
+            cacheReadTokens: completion.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+            cacheWriteTokens: 0,
+          },
+        };
+      } catch (err) {
+        if (err instanceof OpenAI.APIError) {
+          throw new LlmError(`LLM request failed: ${err.message}`, err.status ?? null, { cause: err });
+        }
+        throw err;
+      }
+    },
+  };
+};

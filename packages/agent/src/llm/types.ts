@@ -1,0 +1,60 @@
+/** The provider-neutral conversation the loop hands an LLM; each provider maps it to its wire format. */
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** As the model wrote it: JSON text, possibly malformed (the loop validates it). */
+  arguments: string;
+}
+
+export type LlmMessage =
+  | { role: "user"; text: string }
+  | { role: "assistant"; text: string; toolCalls: ToolCall[] }
+  | { role: "tool"; toolCallId: string; toolName: string; text: string; isError: boolean };
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: Record<string, unknown>;
+}
+
+export interface LlmRequest {
+  system: string;
+  messages: LlmMessage[];
+  tools: ToolDefinition[];
+}
+
+export interface LlmUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+}
+
+export interface LlmResponse {
+  /** The provider's response id, when it gives one; the loop makes one otherwise. */
+  id: string | null;
+  text: string;
+  toolCalls: ToolCall[];
+  usage: LlmUsage;
+  model: string;
+}
+
+export interface LlmClient {
+  readonly provider: LlmProvider;
+  readonly model: string;
+  complete(request: LlmRequest, signal?: AbortSignal): Promise<LlmResponse>;
+}
+
+export type LlmProvider = "openai" | "anthropic";
+
+/** The LLM failed for good (retries spent, or an error retrying cannot fix). */
+export class LlmError extends Error {
+  readonly status: number | null;
+  constructor(message: string, status: number | null, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "LlmError";
+    this.status = status;
+  }
+}

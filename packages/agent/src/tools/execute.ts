@@ -1,0 +1,112 @@
+import { readFileSync } from "node:fs";
+import { posix } from "node:path";
+import type { SandboxDriver } from "@tern/sandbox";
+import { type ToolArgs, type ToolName, terminalTimeouts } from "./definitions.ts";
+import { runOnce, toolStateDir } from "./run-once.ts";
+
+export interface ToolContext {
+  sandbox: Pick<SandboxDriver, "exec" | "upload">;
+  containerId: string;
+  workspaceDir: string;
+  /** The ActionEvent's id: the key that makes a second execution read the first one's result. */
+  actionId: string;
+  /** Output kept per tool call; more is cut with a note. */
+  maxOutputBytes: number;
+}
+
+export interface ToolOutcome {
+  /** What the model reads as the tool's result. */
+  text: string;
+  isError: boolean;
+  /** The ObservationEvent's `observation`. */
+  observation: Record<string, unknown>;
+}
+
+const fileEditorScript = readFileSync(new URL("./file_editor.py", import.meta.url), "utf8");
+
+const textContent = (text: string) => [{ type: "text", text }];
+
+/** Resolves `path` against the workspace; null when it leaves it. */
+export const workspacePath = (workspaceDir: string, path: string): string | null => {
+  const abs = posix.normalize(posix.isAbsolute(path) ? path : posix.join(workspaceDir, path));
+  const root = posix.normalize(workspaceDir).replace(/\/+$/, "");
+  return abs === root || abs.startsWith(`${root}/`) ? abs : null;
+};
+
+const terminal = async (args: ToolArgs<"terminal">, ctx: ToolContext): Promise<ToolOutcome> => {
+  const timeoutSec = args.timeout ?? terminalTimeouts.defaultSec;
+  // The working directory carries over from one command to the next, as in a terminal.
+  const program = [
+    `if [ -f ${toolStateDir}/cwd ]; then cd "$(cat ${toolStateDir}/cwd)" 2>/dev/null; fi`,
+    args.command,
+    "__tern_exit=$?",
+    `pwd > ${toolStateDir}/cwd 2>/dev/null`,
+    "exit $__tern_exit",
+    "",
+  ].join("\n");
+  const r = await runOnce({ ...ctx, interpreter: "bash", program, cwd: ctx.workspaceDir, timeoutSec });
+  const notes: string[] = [];
+  if (r.timedOut) notes.push(`[The command did not finish within ${timeoutSec} seconds and was stopped.]`);
+  else notes.push(`[The command exited with code ${r.exitCode}.]`);
+  if (r.cutBytes > 0) notes.push(`[Output was cut: ${r.cutBytes} bytes in the middle were left out.]`);
+  const text = `${r.output}${r.output && !r.output.endsWith("\n") ? "\n" : ""}${notes.join("\n")}`;
+  return {
+    text,
+    isError: r.timedOut,
+    observation: {
+      kind: "TerminalObservation",
+      command: args.command,
+      exit_code: r.timedOut ? -1 : r.exitCode,
+      timed_out: r.timedOut,
+      output_cut_bytes: r.cutBytes,
+      content: textContent(text),
+      is_error: r.timedOut,
+    },
+  };
+};
+
+const fileEditor = async (args: ToolArgs<"file_editor">, ctx: ToolContext): Promise<ToolOutcome> => {
+  const path = workspacePath(ctx.workspaceDir, args.path);
+  const observation = (text: string, isError: boolean) => ({
+    kind: "FileEditorObservation",
+    command: args.command,
+    path: path ?? args.path,
+    content: textContent(text),
+    is_error: isError,
+  });
+  if (!path) {
+    const text = `The path ${args.path} is outside the workspace ${ctx.workspaceDir}.`;
+    return { text, isError: true, observation: observation(text, true) };
+  }
+  const payload = Buffer.from(JSON.stringify({ ...args, path, workspace: ctx.workspaceDir })).toString("base64");
+  const program = `${fileEditorScript}\nimport base64\nmain(json.loads(base64.b64decode("${payload}").decode()))\n`;
+  const r = await runOnce({ ...ctx, interpreter: "python3", program, cwd: ctx.workspaceDir, timeoutSec: 60 });
+  const isError = r.exitCode !== 0;
+  let text = r.output.replace(/\n$/, "");
+  if (r.cutBytes > 0) text += `\n[Output was cut: ${r.cutBytes} bytes in the middle were left out.]`;
+  if (r.timedOut) text = "The file editor did not finish within 60 seconds.";
+  return { text, isError, observation: observation(text, isError) };
+};
+
+/** Runs one validated tool call. `think` and `finish` touch nothing; the others run once in the sandbox. */
+export const executeTool = async <N extends ToolName>(
+  name: N,
+  args: ToolArgs<N>,
+  ctx: ToolContext,
+): Promise<ToolOutcome> => {
+  switch (name) {
+    case "terminal":
+      return terminal(args as ToolArgs<"terminal">, ctx);
+    case "file_editor":
+      return fileEditor(args as ToolArgs<"file_editor">, ctx);
+    case "think": {
+      const text = "Your thought has been logged.";
+      return { text, isError: false, observation: { kind: "ThinkObservation", content: textContent(text) } };
+    }
+    case "finish": {
+      const text = (args as ToolArgs<"finish">).message;
+      return { text, isError: false, observation: { kind: "FinishObservation", content: textContent(text) } };
+    }
+  }
+  throw new Error(`unknown tool ${String(name)}`);
+};

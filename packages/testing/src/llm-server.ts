@@ -1,0 +1,267 @@
+import { randomBytes } from "node:crypto";
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+
+/** One scripted answer of the server, given to the next request in order. */
+export type ScriptedReply =
+  | {
+      text?: string;
+      /** `arguments` as a string is sent verbatim (so it may be malformed JSON). */
+      toolCalls?: { name: string; arguments: string | Record<string, unknown>; id?: string }[];
+      usage?: { input: number; output: number };
+      /** The reply waits for this before it is sent (to hold an LLM call in flight). */
+      before?: () => Promise<void>;
+    }
+  | { error: { status: number; message?: string } };
+
+export interface RecordedRequest {
+  provider: "openai" | "anthropic";
+  stream: boolean;
+  body: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface ScriptedLlmServer {
+  url: string;
+  /** For the OpenAI SDK (`baseURL` includes /v1). */
+  openaiBaseUrl: string;
+  /** For the Anthropic SDK (it adds /v1 itself). */
+  anthropicBaseUrl: string;
+  /** Appends replies to the script. */
+  push: (...replies: ScriptedReply[]) => void;
+  /** Every request received, in order (failed ones too). */
+  requests: RecordedRequest[];
+  /** Replies not yet used. */
+  remaining: () => number;
+  close: () => Promise<void>;
+}
+
+const readBody = async (req: IncomingMessage): Promise<Record<string, unknown>> => {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  const raw = Buffer.concat(chunks).toString("utf8");
+  return raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+};
+
+const id = (prefix: string) => `${prefix}${randomBytes(8).toString("hex")}`;
+
+type Answer = Exclude<ScriptedReply, { error: unknown }>;
+
+const argsText = (a: string | Record<string, unknown>) => (typeof a === "string" ? a : JSON.stringify(a));
+
+/** Splits a string in a few pieces, as a streaming server would. */
+const pieces = (s: string): string[] => {
+  if (s.length < 4) return [s];
+  const third = Math.ceil(s.length / 3);
+  return [s.slice(0, third), s.slice(third, 2 * third), s.slice(2 * third)];
+};
+
+const sse = (res: ServerResponse) => {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+  return (data: unknown, event?: string) => {
+    res.write(`${event ? `event: ${event}\n` : ""}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
+  };
+};
+
+const openaiReply = (res: ServerResponse, body: Record<string, unknown>, a: Answer) => {
+  const model = String(body.model ?? "scripted");
+  const completionId = id("chatcmpl-");
+  const calls = (a.toolCalls ?? []).map((c) => ({
+    id: c.id ?? id("call_"),
+    name: c.name,
+    arguments: argsText(c.arguments),
+  }));
+  const usage = {
+    prompt_tokens: a.usage?.input ?? 10,
+    completion_tokens: a.usage?.output ?? 5,
+    total_tokens: (a.usage?.input ?? 10) + (a.usage?.output ?? 5),
+  };
+  const finish = calls.length ? "tool_calls" : "stop";
+  const created = Math.floor(Date.now() / 1000);
+  if (!body.stream) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        id: completionId,
+        object: "chat.completion",
+        created,
+        model,
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content: a.text ?? null,
+              ...(calls.length
+                ? {
+                    tool_calls: calls.map((c) => ({
+                      id: c.id,
+                      type: "function",
+                      function: { name: c.name, arguments: c.arguments },
+                    })),
+                  }
+                : {}),
+            },
+            finish_reason: finish,
+          },
+        ],
+        usage,
+      }),
+    );
+    return;
+  }
+  const send = sse(res);
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) =>
+    send({
+      id: completionId,
+      object: "chat.completion.chunk",
+      created,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finishReason }],
+    });
+  chunk({ role: "assistant", content: "" });
+  for (const p of a.text ? pieces(a.text) : []) chunk({ content: p });
+  calls.forEach((c, index) => {
+    chunk({ tool_calls: [{ index, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] });
+    for (const p of pieces(c.arguments)) chunk({ tool_calls: [{ index, function: { arguments: p } }] });
+  });
+  chunk({}, finish);
+  const streamOptions = body.stream_options as { include_usage?: boolean } | undefined;
+  if (streamOptions?.include_usage) {
+    send({ id: completionId, object: "chat.completion.chunk", created, model, choices: [], usage });
+  }
+  send("[DONE]");
+  res.end();
+};
+
+const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: Answer) => {
+  const model = String(body.model ?? "scripted");
+  const messageId = id("msg_");
+  const calls = (a.toolCalls ?? []).map((c) => ({
+    id: c.id ?? id("toolu_"),
+    name: c.name,
+    arguments: argsText(c.arguments),
+  }));
+  const usage = { input_tokens: a.usage?.input ?? 10, output_tokens: a.usage?.output ?? 5 };
+  const stopReason = calls.length ? "tool_use" : "end_turn";
+  const content = [
+    ...(a.text ? [{ type: "text", text: a.text }] : []),
+    ...calls.map((c) => ({ type: "tool_use", id: c.id, name: c.name, input: JSON.parse(c.arguments || "{}") })),
+  ];
+  if (!body.stream) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        id: messageId,
+        type: "message",
+        role: "assistant",
+        model,
+        content,
+        stop_reason: stopReason,
+        stop_sequence: null,
+        usage,
+      }),
+    );
+    return;
+  }
+  const send = sse(res);
+  const ev = (type: string, data: Record<string, unknown>) => send({ type, ...data }, type);
+  ev("message_start", {
+    message: {
+      id: messageId,
+      type: "message",
+      role: "assistant",
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: usage.input_tokens, output_tokens: 1 },
+    },
+  });
+  let index = 0;
+  if (a.text) {
+    ev("content_block_start", { index, content_block: { type: "text", text: "" } });
+    for (const p of pieces(a.text)) ev("content_block_delta", { index, delta: { type: "text_delta", text: p } });
+    ev("content_block_stop", { index });
+    index++;
+  }
+  for (const c of calls) {
+    ev("content_block_start", { index, content_block: { type: "tool_use", id: c.id, name: c.name, input: {} } });
+    for (const p of pieces(c.arguments))
+      ev("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: p } });
+    ev("content_block_stop", { index });
+    index++;
+  }
+  ev("message_delta", {
+    delta: { stop_reason: stopReason, stop_sequence: null },
+    usage: { output_tokens: usage.output_tokens },
+  });
+  ev("message_stop", {});
+  res.end();
+};
+
+const errorReply = (res: ServerResponse, provider: "openai" | "anthropic", status: number, message: string) => {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(
+    JSON.stringify(
+      provider === "openai"
+        ? { error: { message, type: status >= 500 ? "server_error" : "invalid_request_error", code: null } }
+        : { type: "error", error: { type: status >= 500 ? "api_error" : "invalid_request_error", message } },
+    ),
+  );
+};
+
+/**
+ * An LLM of our own on 127.0.0.1 speaking OpenAI chat completions (POST /v1/chat/completions) and
+ * Anthropic messages (POST /v1/messages), streamed or not as the client asks. It answers with the
+ * scripted replies in order and records what it was sent, so tests can check the history, the
+ * tools and the skills the agent gave the model.
+ */
+export const startLlmServer = async (script: ScriptedReply[] = []): Promise<ScriptedLlmServer> => {
+  const queue = [...script];
+  const requests: RecordedRequest[] = [];
+  const server = createServer((req, res) => {
+    const provider = req.url?.startsWith("/v1/chat/completions")
+      ? "openai"
+      : req.url?.startsWith("/v1/messages")
+        ? "anthropic"
+        : null;
+    if (req.method !== "POST" || !provider) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    void (async () => {
+      const body = await readBody(req);
+      requests.push({ provider, stream: body.stream === true, body, headers: req.headers });
+      const reply = queue.shift();
+      if (!reply) return errorReply(res, provider, 400, "the scripted LLM server has no reply left");
+      if ("error" in reply)
+        return errorReply(res, provider, reply.error.status, reply.error.message ?? "scripted error");
+      if (reply.before) await reply.before();
+      if (provider === "openai") openaiReply(res, body, reply);
+      else anthropicReply(res, body, reply);
+    })().catch((err: unknown) => {
+      if (!res.headersSent) errorReply(res, provider, 500, `scripted server failed: ${String(err)}`);
+      else res.end();
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    openaiBaseUrl: `${url}/v1`,
+    anthropicBaseUrl: url,
+    push: (...replies) => void queue.push(...replies),
+    requests,
+    remaining: () => queue.length,
+    close: async () => {
+      server.closeAllConnections();
+      server.close();
+      await once(server, "close").catch(() => undefined);
+    },
+  };
+};
