@@ -18,6 +18,7 @@ import { createKeyUsage, type KeyUsage } from "../src/middleware/key-usage.ts";
 /** The API served over real HTTP in this process, with its own database and Redis prefix. */
 export interface TestApi {
   url: string;
+  app: ReturnType<typeof createApp>;
   database: TestDatabase;
   queues: Queues;
   redis: Redis;
@@ -74,6 +75,7 @@ export const startTestApi = async (opts: { keyUsageIntervalMs?: number } = {}): 
 
   return {
     url,
+    app,
     database,
     queues,
     redis,
