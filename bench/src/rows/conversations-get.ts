@@ -1,0 +1,114 @@
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { createRedisPrefix, createTestDatabase, deleteRedisPrefix, freePort, repoRoot } from "@tern/testing";
+import type { BenchContext } from "../context.ts";
+import { loadTest, rssMiB, sampleRss } from "../load.ts";
+import { type BenchRow, row } from "../report.ts";
+import { createKey, spawnApi } from "../services.ts";
+
+const IDS = 10;
+
+/** The bare floor: a Hono app in its own process answering the same JSON body, no auth, no database. */
+const spawnBareHono = async (body: string) => {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", fileURLToPath(new URL("../bare-hono.ts", import.meta.url))],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, PORT: String(port), BARE_BODY: body },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  let out = "";
+  child.stdout?.on("data", (d) => {
+    out += d;
+  });
+  const deadline = Date.now() + 20_000;
+  while (!out.includes("listening")) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error("bare hono did not start");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid ?? 0,
+    stop: async () => {
+      child.kill("SIGTERM");
+      if (child.exitCode === null) await once(child, "exit");
+    },
+  };
+};
+
+/**
+ * Authenticated `GET /api/v1/app-conversations?ids=…` (10 ids, each the caller's) driven by
+ * autocannon, against a bare Hono handler on @hono/node-server serving the same body, in the same
+ * run. Also samples the API's RSS idle and under this load.
+ */
+export const conversationsGetRows = async (
+  ctx: BenchContext,
+  startApi: typeof spawnApi = spawnApi,
+): Promise<BenchRow[]> => {
+  const db = await createTestDatabase();
+  const prefix = createRedisPrefix();
+  const api = await startApi(db.url, prefix);
+  try {
+    const { key, userId } = await createKey(db.url);
+    const ids = Array.from({ length: IDS }, () => randomUUID());
+    for (const id of ids) {
+      await db.pool.query(
+        `insert into conversations (id, user_id, title, session_api_key, workspace_dir) values ($1, $2, 'bench', $3, '/workspace')`,
+        [id, userId, `sess-${id}`],
+      );
+    }
+    const path = `/api/v1/app-conversations?${ids.map((id) => `ids=${id}`).join("&")}`;
+    const headers = { authorization: `Bearer ${key}` };
+    const first = await fetch(`${api.url}${path}`, { headers });
+    const body = await first.text();
+    if (first.status !== 200 || (JSON.parse(body) as unknown[]).some((x) => x === null)) {
+      throw new Error(`batch GET answered ${first.status}: ${body.slice(0, 300)}`);
+    }
+
+    await new Promise((r) => setTimeout(r, 500));
+    ctx.rss.api.idle.push(await rssMiB(api.pid));
+
+    const seconds = ctx.quick ? 2 : 10;
+    const connections = 32;
+    // Warm-up (JIT, pg pool) for both, then the measured runs.
+    await loadTest({ url: `${api.url}${path}`, headers, seconds: 3, connections });
+    const rss = sampleRss(api.pid);
+    const a = await loadTest({ url: `${api.url}${path}`, headers, seconds, connections });
+    ctx.rss.api.load.push(...rss.stop());
+    if (a.non2xx > 0 || a.errors > 0) throw new Error(`API load: ${a.non2xx} non-2xx, ${a.errors} errors`);
+
+    const bare = await spawnBareHono(body);
+    let b: Awaited<ReturnType<typeof loadTest>>;
+    try {
+      await loadTest({ url: `${bare.url}${path}`, seconds: 1, connections });
+      b = await loadTest({ url: `${bare.url}${path}`, seconds, connections });
+    } finally {
+      await bare.stop();
+    }
+    ctx.progress(
+      `batch GET: API ${a.requestsPerSec.toFixed(0)} req/s (p99 ${a.p99Ms} ms), bare Hono ${b.requestsPerSec.toFixed(0)} req/s`,
+    );
+    return [
+      row({
+        id: "get.conversations.rps",
+        label: `authenticated GET app-conversations (${IDS} ids)`,
+        unit: "req/s",
+        value: a.requestsPerSec,
+        floor: b.requestsPerSec,
+        floorLabel: "bare Hono",
+        better: "higher-is-better",
+        absolute: 5_000,
+        detail: { api: a, bare: b, connections, seconds, ids: IDS },
+      }),
+    ];
+  } finally {
+    await api.stop();
+    await db.drop();
+    await deleteRedisPrefix(prefix);
+  }
+};

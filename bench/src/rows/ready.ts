@@ -1,0 +1,285 @@
+import {
+  createRedisPrefix,
+  createTestDatabase,
+  deleteRedisPrefix,
+  ensureTestSandboxNetwork,
+  startGitServer,
+} from "@tern/testing";
+import type { BenchContext } from "../context.ts";
+import { rssMiB } from "../load.ts";
+import { createAndStart, execRaw } from "../raw-docker.ts";
+import { type BenchRow, row } from "../report.ts";
+import { type Deployment, dockerMs, type StartOutcome, startDeployment } from "../starts.ts";
+import { type LatencySummary, since, summarize } from "../stats.ts";
+
+const SETUP_SCRIPT = "#!/bin/sh\nset -e\necho 'installing' > /tmp/setup.log\nls -la >> /tmp/setup.log\n";
+const REPO_FILES = {
+  "src/app.py": "print('hello')\n",
+  "tests/test_app.py": "def test_ok():\n    assert True\n",
+  ".openhands/setup.sh": SETUP_SCRIPT,
+};
+
+/** Floor of a plain start: raw dockerode create + start + one exec, one after another. */
+const rawStarts = async (ctx: BenchContext, n: number, network: string): Promise<LatencySummary> => {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    const c = await createAndStart(ctx.docker, {
+      image: ctx.image,
+      name: `tern-bench-raw-${ctx.runId}-${i}`,
+      runId: ctx.runId,
+      network,
+    });
+    const r = await execRaw(c, ["true"], { user: "agent" });
+    samples.push(since(t));
+    if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
+    await c.remove({ force: true });
+  }
+  return summarize(samples);
+};
+
+/** Floor of a start with a repository: raw container + git clone + sh setup.sh, via dockerode. */
+const rawRepoStarts = async (
+  ctx: BenchContext,
+  n: number,
+  network: string,
+  cloneUrl: string,
+): Promise<LatencySummary> => {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    const c = await createAndStart(ctx.docker, {
+      image: ctx.image,
+      name: `tern-bench-rawrepo-${ctx.runId}-${i}`,
+      runId: ctx.runId,
+      network,
+    });
+    const clone = await execRaw(c, ["git", "clone", "--quiet", cloneUrl, "/workspace/repo"], { user: "agent" });
+    if (clone.exitCode !== 0) throw new Error(`raw clone exited ${clone.exitCode}: ${clone.output}`);
+    const setup = await execRaw(c, ["sh", ".openhands/setup.sh"], { user: "agent", cwd: "/workspace/repo" });
+    if (setup.exitCode !== 0) throw new Error(`raw setup exited ${setup.exitCode}: ${setup.output}`);
+    samples.push(since(t));
+    await c.remove({ force: true });
+  }
+  return summarize(samples);
+};
+
+const sequentialStarts = async (
+  ctx: BenchContext,
+  d: Deployment,
+  n: number,
+  body: () => { title: string; selected_repository?: string },
+  pauseMs: number,
+): Promise<StartOutcome[]> => {
+  const out: StartOutcome[] = [];
+  for (let i = 0; i < n; i++) {
+    const o = await d.startOne(body());
+    out.push(o);
+    await d.removeContainer(ctx.docker, o.containerName);
+    if (pauseMs) await new Promise((r) => setTimeout(r, pauseMs));
+  }
+  return out;
+};
+
+const stageMedians = (outcomes: StartOutcome[]): Record<string, number> => {
+  const stages = new Set(outcomes.flatMap((o) => Object.keys(o.stageDurations)));
+  return Object.fromEntries([...stages].map((s) => [s, summarize(outcomes.map((o) => o.stageDurations[s] ?? 0)).p50]));
+};
+
+/**
+ * Time to READY through the real API and worker processes: without a repository (cold, and with
+ * the warm pool), with a repository and a setup script (local git server), each next to its raw
+ * Docker floor; then start throughput with 1 and 2 workers and the orchestration overhead.
+ */
+export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
+  const n = ctx.quick ? 5 : 50;
+  const network = await ensureTestSandboxNetwork(ctx.docker);
+  const git = await startGitServer({ host: network.gateway });
+  await git.createFixtureRepo("bench/app", REPO_FILES);
+  const rows: BenchRow[] = [];
+  const db = await createTestDatabase();
+  const prefixes: string[] = [];
+  const deployment = async (workers: number, poolSize: number) => {
+    const prefix = createRedisPrefix();
+    prefixes.push(prefix);
+    return startDeployment({
+      databaseUrl: db.url,
+      prefix,
+      workers,
+      poolSize,
+      env: { GIT_BASE_URL: git.url, SANDBOX_NETWORK: network.name },
+    });
+  };
+  try {
+    // Floors first and last, so a drift of the engine during the run shows in the detail.
+    const floor = await rawStarts(ctx, n, network.name);
+    ctx.progress(`raw create+start+exec: p50 ${floor.p50.toFixed(0)} ms`);
+
+    // Cold: no pool.
+    let d = await deployment(1, 0);
+    let cold: StartOutcome[];
+    try {
+      await d.startOne({ title: "warm-up" });
+      await new Promise((r) => setTimeout(r, 300));
+      ctx.rss.worker.idle.push(...(await d.workerRss()));
+      cold = await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), 0);
+    } finally {
+      await d.stop();
+    }
+    const coldS = summarize(cold.map((o) => o.clientMs));
+    ctx.progress(`cold start to READY: p50 ${coldS.p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(cold))}`);
+
+    // Warm pool: one start at a time, paced so the pool has refilled (a pool serves bursts up to its size).
+    const poolSize = 2;
+    d = await deployment(1, poolSize);
+    let warm: StartOutcome[];
+    try {
+      await new Promise((r) => setTimeout(r, 1_500));
+      await d.startOne({ title: "warm-up" });
+      await new Promise((r) => setTimeout(r, 1_000));
+      warm = await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), 700);
+    } finally {
+      await d.stop();
+    }
+    const warmS = summarize(warm.map((o) => o.clientMs));
+    ctx.progress(`pool start to READY: p50 ${warmS.p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(warm))}`);
+
+    for (const p of ["p50", "p95", "p99"] as const) {
+      rows.push(
+        row({
+          id: `ready.pool.${p}`,
+          label: `time to READY, warm pool, ${p}`,
+          unit: "ms",
+          value: warmS[p],
+          floor: floor[p],
+          floorLabel: "raw create+start+exec",
+          ...(p === "p50" ? { absolute: 150 } : {}),
+          detail:
+            p === "p50"
+              ? {
+                  client: warmS,
+                  server: summarize(warm.map((o) => o.serverMs)),
+                  stages: stageMedians(warm),
+                  floor,
+                  poolSize,
+                }
+              : {},
+        }),
+      );
+    }
+    for (const p of ["p50", "p95", "p99"] as const) {
+      rows.push(
+        row({
+          id: `ready.cold.${p}`,
+          label: `time to READY, no pool, ${p}`,
+          unit: "ms",
+          value: coldS[p],
+          floor: floor[p],
+          floorLabel: "raw create+start+exec",
+          maxRatio: 1.15,
+          detail:
+            p === "p50"
+              ? { client: coldS, server: summarize(cold.map((o) => o.serverMs)), stages: stageMedians(cold), floor }
+              : {},
+        }),
+      );
+    }
+
+    // With a repository and a setup script, no pool (the floor has none either).
+    const cloneUrl = `${git.url}/bench/app.git`;
+    const repoFloor = await rawRepoStarts(ctx, n, network.name, cloneUrl);
+    ctx.progress(`raw container+clone+setup: p50 ${repoFloor.p50.toFixed(0)} ms`);
+    d = await deployment(1, 0);
+    let repo: StartOutcome[];
+    try {
+      await d.startOne({ title: "warm-up", selected_repository: "bench/app" });
+      repo = await sequentialStarts(ctx, d, n, () => ({ title: "bench", selected_repository: "bench/app" }), 0);
+    } finally {
+      await d.stop();
+    }
+    const repoS = summarize(repo.map((o) => o.clientMs));
+    ctx.progress(`repo start to READY: p50 ${repoS.p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(repo))}`);
+    for (const p of ["p50", "p95", "p99"] as const) {
+      rows.push(
+        row({
+          id: `ready.repo.${p}`,
+          label: `time to READY, repo + setup.sh, ${p}`,
+          unit: "ms",
+          value: repoS[p],
+          floor: repoFloor[p],
+          floorLabel: "raw container+clone+setup",
+          maxRatio: 1.1,
+          detail:
+            p === "p50"
+              ? {
+                  client: repoS,
+                  server: summarize(repo.map((o) => o.serverMs)),
+                  stages: stageMedians(repo),
+                  floor: repoFloor,
+                }
+              : {},
+        }),
+      );
+    }
+
+    // Throughput: a burst of starts, 1 then 2 worker processes (default pool and concurrency).
+    const burst = ctx.quick ? 8 : 60;
+    for (const workers of [1, 2]) {
+      d = await deployment(workers, poolSize);
+      try {
+        await new Promise((r) => setTimeout(r, 1_500));
+        const sampler = setInterval(() => {
+          void d.workerRss().then(
+            (v) => ctx.rss.worker.load.push(...v),
+            () => undefined,
+          );
+        }, 200);
+        let result: Awaited<ReturnType<Deployment["burst"]>>;
+        try {
+          result = await d.burst(burst, (i) => ({ title: `burst ${i}` }));
+        } finally {
+          clearInterval(sampler);
+        }
+        const rate = burst / (result.spanMs / 1000);
+        const overhead = summarize(result.outcomes.map((o) => o.serverMs - dockerMs(o)));
+        ctx.progress(
+          `throughput, ${workers} worker(s): ${rate.toFixed(1)} starts/s; overhead p50 ${overhead.p50.toFixed(1)} ms`,
+        );
+        rows.push(
+          row({
+            id: `throughput.w${workers}`,
+            label: `start throughput, ${workers} worker${workers > 1 ? "s" : ""} (burst of ${burst})`,
+            unit: "starts/s",
+            value: rate,
+            floor: null,
+            better: "higher-is-better",
+            absolute: 20,
+            detail: { burst, spanMs: result.spanMs, stages: stageMedians(result.outcomes), overhead },
+          }),
+        );
+      } finally {
+        await d.stop();
+      }
+    }
+
+    // Orchestration overhead of one start (API + queue + database), Docker stages subtracted, from the cold run.
+    const overhead = summarize(cold.map((o) => o.clientMs - dockerMs(o)));
+    rows.push(
+      row({
+        id: "overhead.per_start.p50",
+        label: "orchestration overhead per start, p50",
+        unit: "ms",
+        value: overhead.p50,
+        floor: null,
+        absolute: 10,
+        detail: { overhead, serverSide: summarize(cold.map((o) => o.serverMs - dockerMs(o))) },
+      }),
+    );
+    void rssMiB;
+    return rows;
+  } finally {
+    await git.close();
+    await db.drop();
+    for (const p of prefixes) await deleteRedisPrefix(p);
+  }
+};

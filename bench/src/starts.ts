@@ -1,0 +1,163 @@
+import { removeContainersOfNamespace, type ServiceProcess } from "@tern/testing";
+import type Docker from "dockerode";
+import pg from "pg";
+import { rssMiB } from "./load.ts";
+import { createKey, spawnApi, spawnWorker } from "./services.ts";
+
+export interface StartOutcome {
+  taskId: string;
+  /** POST sent → first poll that saw READY, as the client sees it. */
+  clientMs: number;
+  /** created_at → updated_at of the READY task, as the database saw it. */
+  serverMs: number;
+  stageDurations: Record<string, number>;
+  containerName: string | null;
+}
+
+export interface StartBody {
+  title: string;
+  selected_repository?: string;
+  selected_branch?: string;
+}
+
+const POLL_MS = 3;
+
+/**
+ * One API process and `workers` worker processes on a database and Redis prefix of their own,
+ * started through the real HTTP API and followed by polling the start-tasks lookup.
+ */
+export const startDeployment = async (opts: {
+  databaseUrl: string;
+  prefix: string;
+  workers: number;
+  poolSize: number;
+  env?: Record<string, string>;
+}) => {
+  const api = await spawnApi(opts.databaseUrl, opts.prefix);
+  const workerEnv = { SANDBOX_POOL_SIZE: String(opts.poolSize), ...opts.env };
+  const workers: ServiceProcess[] = [];
+  try {
+    for (let i = 0; i < opts.workers; i++) workers.push(await spawnWorker(opts.databaseUrl, opts.prefix, workerEnv));
+  } catch (err) {
+    await Promise.all([api.stop(), ...workers.map((w) => w.stop())]);
+    throw err;
+  }
+  const { key } = await createKey(opts.databaseUrl, { admin: true });
+  const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+  const db = new pg.Client({ connectionString: opts.databaseUrl, options: "-c TimeZone=UTC" });
+  await db.connect();
+
+  const post = async (body: StartBody): Promise<{ id: string; t0: number }> => {
+    const t0 = performance.now();
+    const res = await fetch(`${api.url}/api/v1/app-conversations`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        ...body,
+        initial_message: { role: "user", content: [{ type: "text", text: "bench" }], run: false },
+      }),
+    });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`start answered ${res.status}: ${text.slice(0, 300)}`);
+    return { id: (JSON.parse(text) as { id: string }).id, t0 };
+  };
+
+  const waitReady = async (ids: string[], timeoutMs: number): Promise<Map<string, number>> => {
+    const done = new Map<string, number>();
+    const deadline = Date.now() + timeoutMs;
+    while (done.size < ids.length) {
+      const pending = ids.filter((id) => !done.has(id)).slice(0, 100);
+      const qs = pending.map((id) => `ids=${id}`).join("&");
+      const res = await fetch(`${api.url}/api/v1/app-conversations/start-tasks?${qs}`, { headers });
+      const tasks = (await res.json()) as ({ id: string; status: string; detail: string | null } | null)[];
+      const now = performance.now();
+      for (const t of tasks) {
+        if (!t) continue;
+        if (t.status === "ERROR") throw new Error(`start ${t.id} failed: ${t.detail}`);
+        if (t.status === "READY") done.set(t.id.replaceAll("-", ""), now);
+      }
+      if (done.size < ids.length) {
+        if (Date.now() > deadline) throw new Error(`${ids.length - done.size} starts not READY in ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, POLL_MS));
+      }
+    }
+    return done;
+  };
+
+  const outcomes = async (posted: { id: string; t0: number }[], readyAt: Map<string, number>) => {
+    const r = await db.query<{
+      id: string;
+      ms: number;
+      stage_durations: Record<string, number>;
+      container_name: string | null;
+    }>(
+      `select t.id, extract(epoch from (t.updated_at - t.created_at)) * 1000 as ms, t.stage_durations, s.container_name
+       from start_tasks t left join sandboxes s on s.id = t.sandbox_id where t.id = any($1::uuid[])`,
+      [posted.map((p) => p.id)],
+    );
+    const byId = new Map(r.rows.map((x) => [x.id.replaceAll("-", ""), x]));
+    return posted.map((p): StartOutcome => {
+      const key = p.id.replaceAll("-", "");
+      const row = byId.get(key);
+      return {
+        taskId: p.id,
+        clientMs: (readyAt.get(key) ?? Number.NaN) - p.t0,
+        serverMs: Number(row?.ms ?? Number.NaN),
+        stageDurations: row?.stage_durations ?? {},
+        containerName: row?.container_name ?? null,
+      };
+    });
+  };
+
+  return {
+    api,
+    workers,
+    /** One start, followed to READY. */
+    async startOne(body: StartBody): Promise<StartOutcome> {
+      const p = await post(body);
+      const readyAt = await waitReady([p.id.replaceAll("-", "")], 60_000);
+      return (await outcomes([p], readyAt))[0] as StartOutcome;
+    },
+    /** `n` starts posted at once, followed to READY; also the span first POST → last READY. */
+    async burst(n: number, body: (i: number) => StartBody): Promise<{ outcomes: StartOutcome[]; spanMs: number }> {
+      const posted = await Promise.all(Array.from({ length: n }, (_, i) => post(body(i))));
+      const readyAt = await waitReady(
+        posted.map((p) => p.id.replaceAll("-", "")),
+        120_000 + n * 2_000,
+      );
+      const first = Math.min(...posted.map((p) => p.t0));
+      const last = Math.max(...readyAt.values());
+      return { outcomes: await outcomes(posted, readyAt), spanMs: last - first };
+    },
+    async removeContainer(docker: Docker, name: string | null) {
+      if (name)
+        await docker
+          .getContainer(name)
+          .remove({ force: true, v: true })
+          .catch(() => undefined);
+    },
+    async workerRss(): Promise<number[]> {
+      return Promise.all(workers.map((w) => rssMiB(w.pid)));
+    },
+    async stop() {
+      await db.end();
+      await Promise.all(workers.map((w) => w.stop()));
+      await api.stop();
+      await removeContainersOfNamespace(opts.prefix);
+    },
+  };
+};
+
+export type Deployment = Awaited<ReturnType<typeof startDeployment>>;
+
+/** Docker time of a start: the stages that talk to the engine (container, clone, scripts, hooks, skills). */
+export const DOCKER_STAGES = [
+  "WAITING_FOR_SANDBOX",
+  "PREPARING_REPOSITORY",
+  "RUNNING_SETUP_SCRIPT",
+  "SETTING_UP_GIT_HOOKS",
+  "SETTING_UP_SKILLS",
+] as const;
+
+export const dockerMs = (o: StartOutcome): number =>
+  DOCKER_STAGES.reduce((sum, s) => sum + (o.stageDurations[s] ?? 0), 0);

@@ -1,0 +1,85 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { repoRoot } from "@tern/testing";
+import { afterAll, describe, expect, it } from "vitest";
+import type { BenchResult } from "../src/report.ts";
+
+/** Every row `pnpm bench` promises (issue 6), by id. */
+const EXPECTED_ROWS = [
+  "ready.pool.p50",
+  "ready.pool.p95",
+  "ready.pool.p99",
+  "ready.cold.p50",
+  "ready.cold.p95",
+  "ready.cold.p99",
+  "ready.repo.p50",
+  "ready.repo.p95",
+  "ready.repo.p99",
+  "throughput.w1",
+  "throughput.w2",
+  "overhead.per_start.p50",
+  "search.first.p50",
+  "search.first.p99",
+  "search.deep.p50",
+  "search.deep.p99",
+  "search.kind.p50",
+  "search.kind.p99",
+  "search.window.p50",
+  "search.window.p99",
+  "append.batch1",
+  "append.batch2",
+  "append.batch10",
+  "get.conversations.rps",
+  "rss.api.idle",
+  "rss.api.load",
+  "rss.worker.idle",
+  "rss.worker.load",
+];
+
+const out = await mkdtemp(join(tmpdir(), "tern-bench-"));
+
+afterAll(async () => {
+  await rm(out, { recursive: true, force: true });
+});
+
+const runQuick = () =>
+  new Promise<{ code: number | null; output: string }>((resolve) => {
+    const child = spawn("pnpm", ["--silent", "bench", "--quick", "--out", out], {
+      cwd: repoRoot,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (d) => {
+      output += d;
+    });
+    child.stderr.on("data", (d) => {
+      output += d;
+    });
+    child.on("exit", (code) => resolve({ code, output }));
+  });
+
+describe("pnpm bench --quick", () => {
+  it("runs every row small, prints the table and writes the results JSON", { timeout: 240_000 }, async () => {
+    const { code, output } = await runQuick();
+    expect(output, output).not.toMatch(/failed sections/);
+    expect(code, output).toBe(0);
+    const files = await readdir(out);
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^\d{4}-\d{2}-\d{2}-quick\.json$/);
+    const result = JSON.parse(await readFile(join(out, files[0] as string), "utf8")) as BenchResult;
+    expect(result.quick).toBe(true);
+    expect(result.failures).toEqual([]);
+    expect(result.rows.map((r) => r.id).sort()).toEqual([...EXPECTED_ROWS].sort());
+    for (const r of result.rows) {
+      // Each row measured something; where it has a floor, that was measured too, and the ratio follows.
+      expect(Number.isFinite(r.value) && r.value > 0, r.id).toBe(true);
+      if (r.floor !== null) {
+        expect(r.floor > 0, r.id).toBe(true);
+        expect(r.ratio, r.id).not.toBeNull();
+      }
+      expect(output).toContain(r.label);
+    }
+  });
+});
