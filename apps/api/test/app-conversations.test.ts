@@ -65,6 +65,22 @@ describe("POST /api/v1/app-conversations", () => {
     expect(job?.data).toEqual({ taskId: row?.id });
   });
 
+  it("rolls the task back (503) when adding the job fails, so no task waits without a job", async () => {
+    const { key, userId } = await api.newUser();
+    const original = api.queues.start.add.bind(api.queues.start);
+    api.queues.start.add = () => Promise.reject(new Error("READONLY You can't write against a read only replica."));
+    try {
+      const res = await start(key, minimal);
+      expect(res.status).toBe(503);
+      expect((await errorOf(res)).code).toBe("service_unavailable");
+    } finally {
+      api.queues.start.add = original;
+    }
+    const rows = await api.database.db.selectFrom("start_tasks").select("id").where("user_id", "=", userId).execute();
+    expect(rows).toEqual([]);
+    expect((await start(key, minimal)).status).toBe(200);
+  });
+
   it("accepts the minimal request (title and initial_message) and an empty one", async () => {
     const { key } = await api.newUser();
     expect((await start(key, minimal)).status).toBe(200);

@@ -72,7 +72,7 @@ describe("OpenAPI document and docs", () => {
     const doc = (await res.json()) as { openapi: string };
     expect(doc.openapi).toMatch(/^3\.1\./);
     const validator = new Validator();
-    const result = await validator.validate(doc as object);
+    const result = await validator.validate(doc as unknown as Parameters<typeof validator.validate>[0]);
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
     expect(validator.version).toBe("3.1");

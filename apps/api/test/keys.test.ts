@@ -139,7 +139,7 @@ describe("authentication", () => {
   it("answers 401 without a key, with an unknown one, or a malformed Authorization header", async () => {
     const { key } = await api.newUser();
     for (const headers of [
-      {},
+      {} as Record<string, string>,
       { authorization: "Bearer oh_nope" },
       { authorization: `Basic ${key}` },
       { authorization: "Bearer" },

@@ -29,6 +29,10 @@ export const registerStartConversation = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const request = c.req.valid("json") as StartRequest;
     const userId = c.get("principal").userId;
+    // Fail fast while the connection is down, rather than holding a transaction open for the timeout.
+    if (deps.redis.status !== "ready") {
+      throw new AppError("service_unavailable", "The job queue is unreachable; try again shortly");
+    }
     // The task row and its job stand or fall together: the job is added inside the transaction,
     // so a Redis failure rolls the row back (503), and a commit that fails after the add leaves a
     // job whose task does not exist, which the worker drops. A task never sits in WORKING unqueued.

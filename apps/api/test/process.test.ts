@@ -1,0 +1,103 @@
+import { spawnSync } from "node:child_process";
+import { generateApiKey } from "@tern/core";
+import { apiKeysRepository, usersRepository } from "@tern/db";
+import {
+  createRedisPrefix,
+  createTestDatabase,
+  deleteRedisPrefix,
+  freePort,
+  repoRoot,
+  type ServiceProcess,
+  startService,
+  type TestDatabase,
+} from "@tern/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** The real API process (main.ts), as operators run it. */
+let database: TestDatabase;
+const prefix = createRedisPrefix();
+const running: ServiceProcess[] = [];
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await Promise.all(running.map((p) => p.stop()));
+  await database?.drop();
+  await deleteRedisPrefix(prefix);
+});
+
+const newKey = async (admin = false) => {
+  const user = await usersRepository(database.db).create({ isAdmin: admin });
+  const generated = generateApiKey();
+  const key = await apiKeysRepository(database.db).create({
+    userId: user.id,
+    name: "process",
+    prefix: generated.prefix,
+    hash: generated.hash,
+    expiresAt: null,
+  });
+  return { key: generated.key, id: key.id, userId: user.id };
+};
+
+const cli = (args: string[]) =>
+  spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, DATABASE_URL: database.url },
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+
+describe("the API process", () => {
+  it("answers 503 and writes no task when Redis is unreachable", async () => {
+    const deadRedis = `redis://127.0.0.1:${await freePort()}`;
+    const api = await startService("api", { DATABASE_URL: database.url, REDIS_URL: deadRedis, REDIS_PREFIX: prefix });
+    running.push(api);
+    const { key, userId } = await newKey();
+    const res = await fetch(`${api.url}/api/v1/app-conversations`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ title: "t", initial_message: { role: "user", content: [{ type: "text", text: "hi" }] } }),
+    });
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("service_unavailable");
+    const rows = await database.db.selectFrom("start_tasks").select("id").where("user_id", "=", userId).execute();
+    expect(rows).toEqual([]);
+    // Reads do not need Redis.
+    expect((await fetch(`${api.url}/api/keys`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+  });
+
+  it("writes last_used_at of the keys it saw when it shuts down", async () => {
+    const api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
+    const { key, id } = await newKey();
+    expect((await fetch(`${api.url}/api/keys`, { headers: { "x-access-token": key } })).status).toBe(200);
+    expect(await api.stop()).toBe(0);
+    const row = await database.db.selectFrom("api_keys").select("last_used_at").where("id", "=", id).executeTakeFirst();
+    expect(row?.last_used_at).toMatch(/Z$/);
+  });
+});
+
+describe("cli keys create", () => {
+  it("prints only the new key, which authenticates against the API (and --admin opens bull-board)", async () => {
+    const api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
+    running.push(api);
+    const made = cli(["keys", "create", "--name", "laptop"]);
+    expect(made.status, made.stderr).toBe(0);
+    expect(made.stdout).toMatch(/^oh_[A-Za-z0-9_-]+\n$/);
+    const key = made.stdout.trim();
+    const list = await fetch(`${api.url}/api/keys`, { headers: { authorization: `Bearer ${key}` } });
+    expect(list.status).toBe(200);
+    expect(((await list.json()) as { name: string }[]).map((k) => k.name)).toEqual(["laptop"]);
+    expect((await fetch(`${api.url}/admin/queues`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(403);
+
+    const admin = cli(["keys", "create", "--name", "ops", "--admin"]).stdout.trim();
+    expect((await fetch(`${api.url}/admin/queues`, { headers: { authorization: `Bearer ${admin}` } })).status).toBe(
+      200,
+    );
+    // --if-none prints nothing once any user exists.
+    const again = cli(["keys", "create", "--name", "x", "--if-none"]);
+    expect(again.status).toBe(0);
+    expect(again.stdout).toBe("");
+  });
+});
