@@ -153,3 +153,10 @@ export const errorResponses = {
 export const notFoundResponse = {
   404: { description: "Unknown, or not the caller's", content: { "application/json": { schema: errorSchema } } },
 } as const;
+
+/** Routes a conversation's session key may also call (its own conversation only). */
+export const sessionReadableSecurity: Record<string, string[]>[] = [
+  { bearerAuth: [] },
+  { accessToken: [] },
+  { sessionApiKey: [] },
+];

@@ -3,7 +3,7 @@ import { parseId } from "@tern/core";
 import { conversationsRepository } from "@tern/db";
 import type { ApiDeps } from "../../deps.ts";
 import { idsQuery } from "../queries.ts";
-import { conversationRecordSchema, errorResponses, toConversationRecord } from "../records.ts";
+import { conversationRecordSchema, errorResponses, sessionReadableSecurity, toConversationRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
 const route = createRoute({
@@ -13,6 +13,7 @@ const route = createRoute({
   summary: "Conversations by id, in the order asked; null where unknown or not the caller's",
   description: "A session key (X-Session-API-Key) may read its own conversation here.",
   request: { query: idsQuery },
+  security: sessionReadableSecurity,
   responses: {
     200: {
       description: "One entry per id asked",

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { eventsSearchRepository } from "@tern/db";
 import type { ApiDeps } from "../../deps.ts";
-import { errorResponses, notFoundResponse } from "../records.ts";
+import { errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
 import type { Router } from "../router.ts";
 import { conversationParam, eventFilterQuery, readableConversationId, toEventFilter } from "./filter.ts";
 
@@ -11,6 +11,7 @@ const route = createRoute({
   tags: ["Events"],
   summary: "How many of a conversation's events match the filters (a bare integer, as OpenHands answers)",
   request: { params: conversationParam, query: z.object(eventFilterQuery) },
+  security: sessionReadableSecurity,
   responses: {
     200: { description: "The count", content: { "application/json": { schema: z.number().int().nonnegative() } } },
     ...errorResponses,

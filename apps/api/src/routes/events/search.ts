@@ -4,7 +4,7 @@ import { type EventFilter, type EventOrder, eventsSearchRepository } from "@tern
 import type { ApiDeps } from "../../deps.ts";
 import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
 import { pageQuery, pageSchema } from "../queries.ts";
-import { errorResponses, notFoundResponse } from "../records.ts";
+import { errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
 import type { Router } from "../router.ts";
 import { conversationParam, eventFilterQuery, readableConversationId, toEventFilter } from "./filter.ts";
 
@@ -33,6 +33,7 @@ const route = createRoute({
       ...pageQuery,
     }),
   },
+  security: sessionReadableSecurity,
   responses: {
     200: {
       description: "A page of events",
