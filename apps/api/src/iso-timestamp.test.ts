@@ -15,6 +15,10 @@ describe("parseIsoTimestamp", () => {
     expect(parseIsoTimestamp("2026-11-22T21:11:34.000999-0130")?.epochMs).toBe(Date.parse("2026-11-22T22:41:34Z"));
   });
 
+  it("reads an offset whose + became a space in an unencoded query string", () => {
+    expect(parseIsoTimestamp("2026-11-22T23:11:34.5 02:00")?.text).toBe("2026-11-22T23:11:34.500000+02:00");
+  });
+
   it("refuses what is not a real time", () => {
     for (const bad of [
       "",

@@ -16,7 +16,8 @@ export interface IsoTimestamp {
 const pad = (n: number, width = 2) => String(n).padStart(width, "0");
 
 export const parseIsoTimestamp = (raw: string): IsoTimestamp | null => {
-  const m = ISO.exec(raw.trim());
+  // An unencoded "+02:00" in a query string arrives as " 02:00": read it as the offset it was.
+  const m = ISO.exec(raw.trim().replace(/(\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?) (\d{2}:?\d{2})$/, "$1+$2"));
   if (!m) return null;
   const [, y, mo, d, h = "00", mi = "00", s = "00", frac = "", , sign, oh, om] = m;
   const year = Number(y);
