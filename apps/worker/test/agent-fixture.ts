@@ -45,7 +45,7 @@ export const createAgentFixture = async () => {
   const network = await ensureSandboxNetwork(docker, process.env.SANDBOX_NETWORK ?? "tern-sandboxes");
   const redis = createRedis(testRedisUrl(), "worker");
   const queues = createQueues(redis, prefix);
-  const logger = createLogger("agent-test", "silent");
+  const logger = createLogger("agent-test", (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent");
   const containers: string[] = [];
 
   const env = (provider: WorkerLlm, maxIterations = 20): Record<string, string> => ({
@@ -175,6 +175,17 @@ export const createAgentFixture = async () => {
     }
   };
 
+  /** Waits until the run's BullMQ job is done (also when the run had nothing to do and wrote nothing). */
+  const waitForJob = async (conversationId: string, runId: string, timeoutMs = 45_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const state = await queues.agentRun.getJobState(`run-${conversationId}-${runId}`);
+      if (state === "completed" || state === "failed") return state;
+      if (Date.now() > deadline) throw new Error(`job of run ${runId} is still ${state}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
   /** Enqueues a run as the pipeline and the API do, and waits for it to end. */
   const run = async (conversationId: string, provider: WorkerLlm, maxIterations?: number) => {
     await useProvider(provider, maxIterations);
@@ -212,6 +223,7 @@ export const createAgentFixture = async () => {
     conversation,
     run,
     waitForRun,
+    waitForJob,
     exec,
     runs: agentRunsRepository(database.db),
     close,

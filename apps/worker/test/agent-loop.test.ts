@@ -1,4 +1,7 @@
 import type { StoredEvent } from "@tern/core";
+
+const textOf = (m: unknown) => (m as { content: { text: string }[] }).content.map((c) => c.text).join("");
+
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type AgentFixture,
@@ -89,5 +92,308 @@ describe.each<Provider>(["openai", "anthropic"])("agent loop with %s", (provider
       completion_tokens: 12,
       total_tokens: 122,
     });
+  });
+
+  it("edits a file with file_editor, and the edit is in the sandbox; finish ends the run", async () => {
+    const { conversationId, containerId } = await fx.newConversation({
+      files: { "app.py": "def greet():\n    return 'hello'\n" },
+      message: "Make greet return 'bonjour'.",
+    });
+    fx.llm.push(
+      {
+        toolCalls: [
+          call("file_editor", {
+            command: "str_replace",
+            path: `${workspaceDir}/app.py`,
+            old_str: "return 'hello'",
+            new_str: "return 'bonjour'",
+          }),
+        ],
+      },
+      { toolCalls: [call("finish", { message: "greet now says bonjour" })] },
+    );
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("finished");
+    expect(await fx.exec(containerId, `cat ${workspaceDir}/app.py`)).toBe("def greet():\n    return 'bonjour'\n");
+    const events = await fx.events(conversationId);
+    expect(kindsOf(events).slice(2)).toEqual(["ActionEvent", "ObservationEvent", "ActionEvent", "ObservationEvent"]);
+    const [edit, finish] = of(events, "ObservationEvent");
+    expect(edit?.payload.observation).toMatchObject({
+      kind: "FileEditorObservation",
+      command: "str_replace",
+      is_error: false,
+    });
+    expect(finish?.payload).toMatchObject({
+      tool_name: "finish",
+      observation: { kind: "FinishObservation", content: [{ type: "text", text: "greet now says bonjour" }] },
+    });
+    expect(statusChanges(events)).toEqual(["running", "finished"]);
+  });
+
+  it("turns a malformed tool call into an AgentErrorEvent the model reads, then carries on", async () => {
+    const { conversationId } = await fx.newConversation({ message: "List the files." });
+    const malformed =
+      provider === "openai"
+        ? call("terminal", '{"command": "ls -la"') // cut JSON: only OpenAI's wire can carry it
+        : call("terminal", { cmd: "ls -la" }); // no `command`
+    fx.llm.push(
+      { toolCalls: [malformed, call("no_such_tool", { x: 1 })] },
+      { toolCalls: [call("terminal", { command: "echo listed" })] },
+      { text: "Done." },
+    );
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("finished");
+    const events = await fx.events(conversationId);
+    const errors = of(events, "AgentErrorEvent");
+    expect(errors).toHaveLength(2);
+    expect(errors[0]?.payload).toMatchObject({ tool_name: "terminal" });
+    expect(String(errors[0]?.payload.error)).toMatch(provider === "openai" ? /not valid JSON/ : /command/);
+    expect(String(errors[1]?.payload.error)).toMatch(/Unknown tool "no_such_tool"/);
+    // The second request carried both errors back as tool results of the calls.
+    const second = JSON.stringify(fx.llm.requests.at(-2)?.body);
+    expect(second).toContain(String(errors[0]?.payload.tool_call_id));
+    expect(second).toContain("Unknown tool");
+    expect(JSON.stringify(of(events, "ObservationEvent")[0]?.payload.observation)).toContain("listed");
+  });
+
+  it("retries an LLM that answers 500 twice, then 200", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Say hi." });
+    const before = fx.llm.requests.length;
+    fx.llm.push({ error: { status: 500 } }, { error: { status: 500 } }, { text: "hi" });
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("finished");
+    expect(fx.llm.requests.length - before).toBe(3);
+    const events = await fx.events(conversationId);
+    expect(kindsOf(events)).toEqual(["SystemPromptEvent", "MessageEvent", "MessageEvent"]);
+    expect(conversation.metrics.llm_calls).toBe(1);
+  });
+
+  it("ends in error with an AgentErrorEvent when the LLM keeps failing", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Say hi." });
+    fx.llm.push({ error: { status: 401, message: "bad key" } });
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("error");
+    const events = await fx.events(conversationId);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/bad key/);
+    expect(statusChanges(events)).toEqual(["running", "error"]);
+  });
+
+  it("stops at MAX_ITERATIONS with an error the user can act on", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Count forever." });
+    fx.llm.push(
+      { toolCalls: [call("terminal", { command: "echo 1" })] },
+      { toolCalls: [call("terminal", { command: "echo 2" })] },
+      { toolCalls: [call("terminal", { command: "echo 3" })] },
+    );
+    const before = fx.llm.requests.length;
+    const { conversation } = await fx.run(conversationId, provider, 3);
+    expect(conversation.executionStatus).toBe("error");
+    expect(fx.llm.requests.length - before).toBe(3);
+    const events = await fx.events(conversationId);
+    expect(of(events, "ActionEvent")).toHaveLength(3);
+    expect(of(events, "ObservationEvent")).toHaveLength(3);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/MAX_ITERATIONS \(3/);
+    expect(events.at(-1)?.payload).toEqual({ key: "execution_status", value: "error" });
+  });
+
+  it("detects a stuck loop: the same action with the same result four times", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Check the status." });
+    for (let i = 0; i < 4; i++) fx.llm.push({ toolCalls: [call("terminal", { command: "echo unchanged" })] });
+    fx.llm.push({ text: "never asked" });
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("stuck");
+    expect(fx.llm.remaining()).toBe(1);
+    const events = await fx.events(conversationId);
+    expect(of(events, "ActionEvent")).toHaveLength(4);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/same action 4 times/);
+    expect(statusChanges(events)).toEqual(["running", "stuck"]);
+    fx.llm.clear();
+  });
+
+  it("answers a follow-up message with the whole history", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Remember the number 41." });
+    fx.llm.push({ text: "Noted: 41." });
+    expect((await fx.run(conversationId, provider)).conversation.executionStatus).toBe("finished");
+    await fx.sayToAgent(conversationId, "Add one to it.");
+    fx.llm.push({ text: "42." });
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("finished");
+    const sent = lastRequestText();
+    expect(sent.indexOf("Remember the number 41.")).toBeLessThan(sent.indexOf("Noted: 41."));
+    expect(sent.indexOf("Noted: 41.")).toBeLessThan(sent.indexOf("Add one to it."));
+    const events = await fx.events(conversationId);
+    expect(kindsOf(events)).toEqual([
+      "SystemPromptEvent",
+      "MessageEvent",
+      "MessageEvent",
+      "MessageEvent",
+      "MessageEvent",
+    ]);
+    expect(statusChanges(events)).toEqual(["running", "finished", "running", "finished"]);
+  });
+
+  it("pauses between steps when asked, and a new run continues where it stopped", async () => {
+    const { conversationId, containerId } = await fx.newConversation({ message: "Write two lines." });
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let inFlight: () => void = () => undefined;
+    const reached = new Promise<void>((r) => {
+      inFlight = r;
+    });
+    fx.llm.push(
+      { toolCalls: [call("terminal", { command: "echo one >> lines.txt" })] },
+      {
+        toolCalls: [call("terminal", { command: "echo two >> lines.txt" })],
+        before: async () => {
+          inFlight();
+          await held;
+        },
+      },
+    );
+    await fx.useProvider(provider);
+    const { enqueueAgentRun } = await import("@tern/queue");
+    const runId = await enqueueAgentRun(fx.queues, conversationId);
+    await reached; // the second LLM call is in flight
+    expect((await fx.conversation(conversationId)).executionStatus).toBe("running");
+    expect(await fx.runs.requestPause(conversationId)).toEqual({ activeRunId: runId });
+    release();
+    const paused = await fx.waitForRun(conversationId, runId);
+    expect(paused.executionStatus).toBe("paused");
+    // The step in flight completed (its call was already decided), then the loop stopped.
+    expect(await fx.exec(containerId, `cat ${workspaceDir}/lines.txt`)).toBe("one\ntwo\n");
+    const before = fx.llm.requests.length;
+    fx.llm.push({ text: "Both lines written." });
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("finished");
+    expect(fx.llm.requests.length - before).toBe(1);
+    const events = await fx.events(conversationId);
+    expect(statusChanges(events)).toEqual(["running", "paused", "running", "finished"]);
+    expect(kindsOf(events)).toEqual([
+      "SystemPromptEvent",
+      "MessageEvent",
+      "ActionEvent",
+      "ObservationEvent",
+      "PauseEvent",
+      "ActionEvent",
+      "ObservationEvent",
+      "MessageEvent",
+    ]);
+  });
+
+  it("adds a triggered skill to the user message that names its trigger", async () => {
+    const { conversationId } = await fx.newConversation({
+      message: "How do we Deploy this?",
+      skills: [
+        {
+          name: "deploying",
+          triggers: ["deploy"],
+          content: "Run make ship-it to deploy.",
+          source: ".openhands/skills/deploy.md",
+        },
+        { name: "testing", triggers: ["pytest"], content: "Use pytest -q.", source: ".openhands/skills/test.md" },
+      ],
+    });
+    fx.llm.push({ text: "Use make ship-it." });
+    await fx.run(conversationId, provider);
+    const sent = lastRequestText();
+    expect(sent).toContain("Run make ship-it to deploy.");
+    expect(sent).not.toContain("Use pytest -q.");
+  });
+});
+
+describe("agent runs, whatever the provider", () => {
+  it("ends at once with an AgentErrorEvent saying how to configure an LLM when none is", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Hello?" });
+    const before = fx.llm.requests.length;
+    const { conversation } = await fx.run(conversationId, "none");
+    expect(conversation.executionStatus).toBe("error");
+    expect(fx.llm.requests.length).toBe(before);
+    const events = await fx.events(conversationId);
+    const error = String(of(events, "AgentErrorEvent")[0]?.payload.error);
+    expect(error).toMatch(/LLM_PROVIDER/);
+    expect(error).toMatch(/LLM_MODEL/);
+    expect(error).toMatch(/LLM_API_KEY/);
+    expect(statusChanges(events)).toEqual(["running", "error"]);
+  });
+
+  it("per-conversation llm_model with a provider prefix picks the provider", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Hi", llmModel: "anthropic/claude-special" });
+    fx.llm.push({ text: "hello" });
+    const { conversation } = await fx.run(conversationId, "openai");
+    expect(conversation.executionStatus).toBe("finished");
+    const req = fx.llm.requests.at(-1);
+    expect(req?.provider).toBe("anthropic");
+    expect(req?.body.model).toBe("claude-special");
+  });
+
+  it("stops a terminal command at its time limit and cuts long output with a note", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Run things." });
+    fx.llm.push(
+      { toolCalls: [call("terminal", { command: "cd /tmp" })] },
+      { toolCalls: [call("terminal", { command: "sleep 30", timeout: 1 })] },
+      { toolCalls: [call("terminal", { command: "pwd; head -c 100000 /dev/zero | tr '\\0' a; echo; echo END" })] },
+      { text: "ok" },
+    );
+    await fx.run(conversationId, "openai");
+    const observations = of(await fx.events(conversationId), "ObservationEvent");
+    expect(observations[1]?.payload.observation).toMatchObject({ timed_out: true, is_error: true });
+    expect(JSON.stringify(observations[1]?.payload.observation)).toMatch(/did not finish within 1 seconds/);
+    const long = observations[2]?.payload.observation as { content: { text: string }[]; output_cut_bytes: number };
+    expect(long.output_cut_bytes).toBeGreaterThan(60_000);
+    expect(long.content[0]?.text).toMatch(/output cut/);
+    expect(long.content[0]?.text).toMatch(/END/);
+    expect(long.content[0]?.text.length).toBeLessThan(32_000);
+    // The working directory carried over from the first command.
+    expect(long.content[0]?.text.startsWith("/tmp\n")).toBe(true);
+  });
+
+  it("never runs two runs of one conversation at once; a message sent during a call is answered next", async () => {
+    const { conversationId } = await fx.newConversation({ message: "First question." });
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let inFlight: () => void = () => undefined;
+    const reached = new Promise<void>((r) => {
+      inFlight = r;
+    });
+    fx.llm.push(
+      {
+        text: "First answer.",
+        before: async () => {
+          inFlight();
+          await held;
+        },
+      },
+      { text: "Second answer." },
+    );
+    await fx.useProvider("openai");
+    const { enqueueAgentRun } = await import("@tern/queue");
+    const first = await enqueueAgentRun(fx.queues, conversationId);
+    await reached;
+    await fx.sayToAgent(conversationId, "Second question.");
+    const second = await enqueueAgentRun(fx.queues, conversationId);
+    await new Promise((r) => setTimeout(r, 1_500)); // the second job tried and was put back
+    expect(await fx.runs.activeRun(conversationId)).toBe(first);
+    expect(await fx.queues.agentRun.getJobState(`run-${conversationId}-${second}`)).toBe("delayed");
+    release();
+    // The first run saw that its answer did not cover the second question and asked the model again.
+    const conversation = await fx.waitForRun(conversationId, first);
+    expect(conversation.executionStatus).toBe("finished");
+    // The second run found nothing left to answer and wrote nothing.
+    expect(await fx.waitForJob(conversationId, second)).toBe("completed");
+    const events = await fx.events(conversationId);
+    expect(statusChanges(events)).toEqual(["running", "finished"]);
+    expect(
+      events.filter((e) => e.kind === "MessageEvent").map((e) => [e.source, textOf(e.payload.llm_message)]),
+    ).toEqual([
+      ["user", "First question."],
+      ["user", "Second question."],
+      ["agent", "First answer."],
+      ["agent", "Second answer."],
+    ]);
+    expect(JSON.stringify(fx.llm.requests.at(-1)?.body)).toContain("Second question.");
   });
 });

@@ -12,6 +12,8 @@ export interface ActionPayload {
   /** The call as the model wrote it, so the history can be given back to it verbatim. */
   tool_call: ToolCall;
   llm_response_id: string;
+  /** The last event sequence number the model had seen when it made this call. */
+  history_seq: number;
 }
 
 export interface ObservationPayload {
@@ -27,6 +29,7 @@ export interface ToolErrorPayload {
   tool_call_id: string;
   tool_call: ToolCall;
   llm_response_id: string;
+  history_seq: number;
   /** The assistant's text, when this was the first call of its response. */
   thought?: { type: "text"; text: string }[];
   error: string;

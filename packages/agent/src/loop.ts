@@ -53,7 +53,7 @@ const issuesText = (error: z.ZodError): string =>
   error.issues.map((i) => `${i.path.length ? `${i.path.join(".")}: ` : ""}${i.message}`).join("; ");
 
 /** One event per tool call of a response: an ActionEvent, or an AgentErrorEvent the model will read. */
-export const toolCallEvents = (response: LlmResponse, responseId: string): EventDraft[] =>
+export const toolCallEvents = (response: LlmResponse, responseId: string, historySeq: number): EventDraft[] =>
   response.toolCalls.map((call: ToolCall, i): EventDraft => {
     const thought = i === 0 && response.text ? [{ type: "text" as const, text: response.text }] : [];
     const fail = (error: string): EventDraft => ({
@@ -64,6 +64,7 @@ export const toolCallEvents = (response: LlmResponse, responseId: string): Event
         tool_call_id: call.id,
         tool_call: call,
         llm_response_id: responseId,
+        history_seq: historySeq,
         thought,
         error,
       } satisfies ToolErrorPayload,
@@ -89,6 +90,7 @@ export const toolCallEvents = (response: LlmResponse, responseId: string): Event
         action: { kind: actionKinds[call.name], ...(parsed.data as Record<string, unknown>) },
         tool_call: call,
         llm_response_id: responseId,
+        history_seq: historySeq,
       } satisfies ActionPayload,
     };
   });
@@ -218,6 +220,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       });
       // Our own id, not the provider's: a provider may repeat ids, and the grouping must be exact.
       const responseId = randomUUID();
+      // What the model had seen: a user message stored after this is still unanswered.
+      const historySeq = history.at(-1)?.seq ?? 0;
       if (response.toolCalls.length === 0) {
         await runs.append(lease, [
           {
@@ -226,11 +230,12 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             payload: {
               llm_message: { role: "assistant", content: [{ type: "text", text: response.text }] },
               llm_response_id: responseId,
+              history_seq: historySeq,
             },
           },
         ]);
       } else {
-        await runs.append(lease, toolCallEvents(response, responseId));
+        await runs.append(lease, toolCallEvents(response, responseId, historySeq));
       }
     }
   } catch (err) {

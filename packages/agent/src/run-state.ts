@@ -98,6 +98,11 @@ export const analyzeRun = (events: StoredEvent[]): RunState => {
           e.kind === "ActionEvent" && e.payload.llm_response_id === lastResponse && e.payload.tool_name === "finish",
       );
     }
+    // A user message that came in while the model was answering was not part of what it answered.
+    const answered =
+      events[lastIndexOf(events, (e) => e.source === "agent" && typeof e.payload.history_seq === "number")];
+    const seen = Number(answered?.payload.history_seq ?? 0);
+    if (done && events.some((e) => e.kind === "MessageEvent" && e.source === "user" && e.seq > seen)) done = false;
   }
 
   return {

@@ -33,6 +33,8 @@ export interface ScriptedLlmServer {
   requests: RecordedRequest[];
   /** Replies not yet used. */
   remaining: () => number;
+  /** Drops the replies not yet used. */
+  clear: () => void;
   close: () => Promise<void>;
 }
 
@@ -258,6 +260,7 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     push: (...replies) => void queue.push(...replies),
     requests,
     remaining: () => queue.length,
+    clear: () => void queue.splice(0),
     close: async () => {
       server.closeAllConnections();
       server.close();

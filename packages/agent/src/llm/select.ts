@@ -55,9 +55,15 @@ export const chooseLlm = (
     maxRetries: options.maxRetries ?? 4,
     timeoutMs: options.timeoutMs ?? 600_000,
   };
+  // One LLM_BASE_URL serves both wires (e.g. a LiteLLM proxy): OpenAI's SDK wants it with /v1,
+  // Anthropic's adds /v1 itself.
   const client =
     provider === "anthropic"
-      ? createAnthropicClient({ ...common, maxTokens: options.maxTokens ?? 4096 })
+      ? createAnthropicClient({
+          ...common,
+          baseUrl: common.baseUrl?.replace(/\/v1\/?$/, ""),
+          maxTokens: options.maxTokens ?? 4096,
+        })
       : createOpenAiClient(common);
   return { ok: true, client };
 };
