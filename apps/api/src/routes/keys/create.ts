@@ -36,6 +36,10 @@ const route = createRoute({
 
 const DAY_MS = 86_400_000;
 
+// The same shape as the schema failures of validationHook: message naming the field, and details.
+const invalidExpiry = (message: string) =>
+  new AppError("validation_failed", `expires_at: ${message}`, [{ field: "expires_at", in: "json", message }]);
+
 export const registerCreateKey = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const principal = c.get("principal");
@@ -43,11 +47,11 @@ export const registerCreateKey = (router: Router, deps: ApiDeps) =>
     let expiresAt: string | null = null;
     if (input.expires_at != null) {
       const parsed = parseIsoTimestamp(input.expires_at);
-      if (!parsed) throw new AppError("validation_failed", "expires_at: not an ISO 8601 timestamp");
-      if (parsed.epochMs <= Date.now()) throw new AppError("validation_failed", "expires_at: must be in the future");
+      if (!parsed) throw invalidExpiry("not an ISO 8601 timestamp");
+      if (parsed.epochMs <= Date.now()) throw invalidExpiry("must be in the future");
       const maxDays = deps.config.API_KEY_MAX_LIFETIME_DAYS;
       if (parsed.epochMs > Date.now() + maxDays * DAY_MS) {
-        throw new AppError("validation_failed", `expires_at: at most ${maxDays} days ahead`);
+        throw invalidExpiry(`at most ${maxDays} days ahead`);
       }
       expiresAt = parsed.text;
     }
