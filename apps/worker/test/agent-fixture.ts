@@ -139,6 +139,12 @@ export const createAgentFixture = async () => {
       },
       ...(input.message ? [userMessage(input.message)] : []),
     ]);
+    // A started conversation: its task is READY (else a worker's janitor would take the task up again).
+    await database.db
+      .updateTable("start_tasks")
+      .set({ status: "READY", app_conversation_id: conversationId, sandbox_id: sandboxRow.id })
+      .where("id", "=", task.id)
+      .execute();
     return { conversationId, containerId: info.id };
   };
 

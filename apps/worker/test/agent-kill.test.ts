@@ -1,0 +1,104 @@
+import { enqueueAgentRun } from "@tern/queue";
+import { removeContainersOfNamespace, type ServiceProcess, startService } from "@tern/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AgentFixture, createAgentFixture, kindsOf, statusChanges, workspaceDir } from "./agent-fixture.ts";
+
+let fx: AgentFixture;
+const workers: ServiceProcess[] = [];
+
+beforeAll(async () => {
+  fx = await createAgentFixture();
+});
+
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.kill()));
+  await fx?.close();
+  await removeContainersOfNamespace(fx.prefix);
+});
+
+const until = async <T>(
+  what: string,
+  fn: () => Promise<T | null | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> => {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+describe("a worker killed during a run", () => {
+  it("another worker finishes the run, and the tool call that was running is executed once", async () => {
+    const { conversationId, containerId } = await fx.newConversation({ message: "Mark the file." });
+    fx.llm.push(
+      {
+        toolCalls: [
+          {
+            name: "terminal",
+            arguments: { command: "echo started >> marks.txt; sleep 4; echo done >> marks.txt; echo marked" },
+          },
+        ],
+      },
+      { text: "Marked." },
+    );
+    const env = {
+      ...fx.env("openai"),
+      LOG_LEVEL: "info",
+      SANDBOX_POOL_SIZE: "0",
+      // Short locks, so the killed worker's job is seen as stalled within seconds.
+      WORKER_LOCK_DURATION_MS: "2000",
+      WORKER_STALLED_INTERVAL_MS: "1000",
+    };
+    const first = await startService("worker", env);
+    workers.push(first);
+    const runId = await enqueueAgentRun(fx.queues, conversationId);
+
+    // The command is running in the sandbox: its ActionEvent is stored, its first line written.
+    await until("the command to start", async () =>
+      (await fx.exec(containerId, `cat ${workspaceDir}/marks.txt 2>/dev/null`)).includes("started"),
+    );
+    const before = await fx.events(conversationId);
+    expect(kindsOf(before).at(-1)).toBe("ActionEvent");
+    await first.kill();
+
+    const second = await startService("worker", env);
+    workers.push(second);
+    const conversation = await until(
+      "the run to end",
+      async () => {
+        const c = await fx.conversation(conversationId);
+        return c.executionStatus !== "running" ? c : null;
+      },
+      45_000,
+    );
+    expect(conversation.executionStatus).toBe("finished");
+
+    // Executed once: one "started" and one "done", though two workers handled the call.
+    expect(await fx.exec(containerId, `cat ${workspaceDir}/marks.txt`)).toBe("started\ndone\n");
+    const events = await fx.events(conversationId);
+    expect(kindsOf(events)).toEqual([
+      "SystemPromptEvent",
+      "MessageEvent",
+      "ActionEvent",
+      "ObservationEvent",
+      "MessageEvent",
+    ]);
+    expect(statusChanges(events)).toEqual(["running", "finished"]);
+    expect(JSON.stringify(events.find((e) => e.kind === "ObservationEvent")?.payload.observation)).toContain("marked");
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+
+    const run = await fx.database.db
+      .selectFrom("agent_runs")
+      .selectAll()
+      .where("id", "=", runId)
+      .executeTakeFirstOrThrow();
+    expect(run.attempts).toBe(2);
+    expect(run.status).toBe("finished");
+    expect(second.output()).toMatch(/"outcome":"resumed"/);
+    // The model was asked twice in all: the killed worker's call was not made again.
+    expect(fx.llm.requests).toHaveLength(2);
+  }, 90_000);
+});
