@@ -112,6 +112,12 @@ describe("OpenAPI document and docs", () => {
     const html = await res.text();
     expect(html).toMatch(/swagger/i);
     expect(html).toContain("/openapi.json");
+    // Served by us, so the page works without internet.
+    expect(html).not.toMatch(/https?:\/\//);
+    const bundle = await api.call("/docs/assets/swagger-ui-bundle.js");
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers.get("content-type")).toMatch(/javascript/);
+    expect((await api.call("/docs/assets/..%2Fpackage.json")).status).toBe(404);
   });
 });
 

@@ -1,4 +1,6 @@
-import { swaggerUI } from "@hono/swagger-ui";
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "@hono/zod-openapi";
 import type { AuthEnv } from "../middleware/auth.ts";
@@ -55,5 +57,27 @@ export const registerDocs = (app: OpenAPIHono<AuthEnv>, publicUrl: string) => {
     servers: [{ url: publicUrl }],
     security: [{ bearerAuth: [] }, { accessToken: [] }],
   });
-  app.get("/docs", swaggerUI({ url: "/openapi.json", title: "tern API" }));
+  // Swagger UI's assets come from the swagger-ui-dist package, not a CDN: the docs work offline.
+  app.get("/docs", (c) => c.html(docsPage));
+  app.get("/docs/assets/:file", async (c) => {
+    const file = c.req.param("file");
+    const type = docsAssets[file];
+    if (!type) return c.notFound();
+    const body = await readFile(join(swaggerUiDir, file));
+    return c.body(body, 200, { "content-type": type, "cache-control": "public, max-age=86400" });
+  });
 };
+
+const swaggerUiDir = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
+const docsAssets: Record<string, string> = {
+  "swagger-ui.css": "text/css; charset=utf-8",
+  "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+};
+const docsPage = `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>tern API</title><link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui" });</script>
+</body>
+</html>`;
