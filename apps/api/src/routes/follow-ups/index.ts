@@ -1,8 +1,19 @@
-import { OpenAPIHono } from "@hono/zod-openapi";
 import type { ApiDeps } from "../../deps.ts";
+import { newRouter } from "../router.ts";
+import { registerDeleteConversation } from "./delete.ts";
+import { registerPause } from "./pause.ts";
+import { registerRun } from "./run.ts";
+import { registerSendMessage } from "./send-message.ts";
 
 /**
- * Follow-ups on a running conversation (OpenHands shapes): POST /api/v1/conversation/{id}/events,
+ * Follow-ups on a conversation (OpenHands shapes): POST /api/v1/conversation/{id}/events,
  * POST /api/v1/conversation/{id}/pause and /run, DELETE /api/v1/app-conversations/{id}.
  */
-export const followUpRoutes = (_deps: ApiDeps) => new OpenAPIHono();
+export const followUpRoutes = (deps: ApiDeps) => {
+  const router = newRouter();
+  registerSendMessage(router, deps);
+  registerPause(router, deps);
+  registerRun(router, deps);
+  registerDeleteConversation(router, deps);
+  return router;
+};

@@ -1,0 +1,29 @@
+import { createRoute } from "@hono/zod-openapi";
+import { agentRunsRepository } from "@tern/db";
+import type { ApiDeps } from "../../deps.ts";
+import { errorResponses, notFoundResponse } from "../records.ts";
+import type { Router } from "../router.ts";
+import { conversationIdParam, ownedConversation, successSchema } from "./conversation.ts";
+
+const route = createRoute({
+  method: "post",
+  path: "/api/v1/conversation/{conversation_id}/pause",
+  tags: ["Follow-ups"],
+  summary: "Pause the agent",
+  description:
+    "Stores a PauseEvent. A run in progress stops between two steps (execution_status `paused`); " +
+    "with none in progress the conversation is `paused` at once. POST /run continues it.",
+  request: { params: conversationIdParam },
+  responses: {
+    200: { description: "Pause requested", content: { "application/json": { schema: successSchema } } },
+    ...errorResponses,
+    ...notFoundResponse,
+  },
+});
+
+export const registerPause = (router: Router, deps: ApiDeps) =>
+  router.openapi(route, async (c) => {
+    const conversation = await ownedConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
+    await agentRunsRepository(deps.db).requestPause(conversation.id);
+    return c.json({ success: true }, 200);
+  });

@@ -1,0 +1,311 @@
+import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
+import { removeContainersOfNamespace, startLlmServer, startService, testDocker, testRedisUrl } from "@tern/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually, startTestApi, type TestApi } from "./harness.ts";
+
+/**
+ * The follow-up routes end to end: the real API (in this process) and a real worker process on
+ * the same database and Redis prefix, real sandboxes, and the scripted LLM on loopback.
+ */
+let api: TestApi;
+let llm: ScriptedLlmServer;
+let worker: ServiceProcess;
+let key: string;
+let otherKey: string;
+
+beforeAll(async () => {
+  api = await startTestApi();
+  llm = await startLlmServer();
+  worker = await startService("worker", {
+    DATABASE_URL: api.database.url,
+    REDIS_URL: testRedisUrl(),
+    REDIS_PREFIX: api.prefix,
+    SANDBOX_POOL_SIZE: "0",
+    LLM_PROVIDER: "openai",
+    LLM_BASE_URL: llm.openaiBaseUrl,
+    LLM_API_KEY: "test-key",
+    LLM_MODEL: "gpt-test",
+  });
+  ({ key } = await api.newUser());
+  ({ key: otherKey } = await api.newUser());
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await llm?.close();
+  if (api) await removeContainersOfNamespace(api.prefix);
+  await api?.close();
+});
+
+interface ConversationRecord {
+  id: string;
+  execution_status: string;
+  sandbox_status: string;
+  metrics: Record<string, number>;
+}
+
+interface EventItem {
+  id: string;
+  kind: string;
+  source: string;
+  timestamp: string;
+  key?: string;
+  value?: string;
+  [k: string]: unknown;
+}
+
+const json = async <T>(res: Response, status = 200): Promise<T> => {
+  const text = await res.text();
+  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
+  return JSON.parse(text) as T;
+};
+
+const conversation = async (id: string): Promise<ConversationRecord> => {
+  const [c] = await json<(ConversationRecord | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key }));
+  if (!c) throw new Error("conversation not found");
+  return c;
+};
+
+const waitForStatus = async (id: string, statuses: string[]) => {
+  let last = "";
+  await eventually(async () => {
+    last = (await conversation(id)).execution_status;
+    return statuses.includes(last);
+  }, 30_000).catch(() => {
+    throw new Error(
+      `execution_status stayed ${last}, expected ${statuses.join(" or ")}\n${worker.output().slice(-3000)}`,
+    );
+  });
+  return conversation(id);
+};
+
+/** Waits until the scripted replies are used up and the run that used them has ended. */
+const settle = async (id: string) => {
+  await eventually(async () => {
+    if (llm.remaining() > 0) return false;
+    const last = (await allEvents(id)).at(-1);
+    return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
+  }, 30_000).catch(() => {
+    throw new Error(`the run did not settle\n${worker.output().slice(-3000)}`);
+  });
+  return conversation(id);
+};
+
+const allEvents = async (id: string): Promise<EventItem[]> => {
+  const items: EventItem[] = [];
+  let page: string | null = null;
+  do {
+    const res: { items: EventItem[]; next_page_id: string | null } = await json(
+      await api.call(`/api/v1/conversation/${id}/events/search?limit=7${page ? `&page_id=${page}` : ""}`, { key }),
+    );
+    items.push(...res.items);
+    page = res.next_page_id;
+  } while (page);
+  return items;
+};
+
+const say = (id: string, text: string, run: boolean, as = key) =>
+  api.call(`/api/v1/conversation/${id}/events`, {
+    method: "POST",
+    key: as,
+    json: { role: "user", content: [{ type: "text", text }], run },
+  });
+
+const hold = () => {
+  let release: () => void = () => undefined;
+  let reached: () => void = () => undefined;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  const inFlight = new Promise<void>((r) => {
+    reached = r;
+  });
+  return {
+    release,
+    inFlight,
+    before: async () => {
+      reached();
+      await held;
+    },
+  };
+};
+
+let conversationId = "";
+
+describe("follow-ups on a started conversation", () => {
+  it("starts with run: true, and the agent works in the sandbox", async () => {
+    llm.push(
+      {
+        toolCalls: [{ name: "file_editor", arguments: { command: "create", path: "notes.txt", file_text: "first\n" } }],
+      },
+      { text: "Created notes.txt." },
+    );
+    const task = await json<{ id: string }>(
+      await api.call("/api/v1/app-conversations", {
+        method: "POST",
+        key,
+        json: { initial_message: { role: "user", content: [{ type: "text", text: "Create notes.txt" }], run: true } },
+      }),
+    );
+    await eventually(async () => {
+      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
+        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
+      );
+      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
+      conversationId = t?.app_conversation_id ?? "";
+      return t?.status === "READY";
+    }, 60_000);
+    const c = await waitForStatus(conversationId, ["finished", "error"]);
+    expect(c.execution_status).toBe("finished");
+    expect(c.sandbox_status).toBe("RUNNING");
+    expect(c.metrics.llm_calls).toBe(2);
+  }, 90_000);
+
+  it("POST /events appends the message and, with run, the agent answers it with the whole history", async () => {
+    llm.push({ text: "Second answer." });
+    expect(await json(await say(conversationId, "And now?", true))).toEqual({ success: true });
+    expect((await settle(conversationId)).execution_status).toBe("finished");
+    const sent = JSON.stringify(llm.requests.at(-1)?.body);
+    expect(sent.indexOf("Create notes.txt")).toBeLessThan(sent.indexOf("Created notes.txt."));
+    expect(sent.indexOf("Created notes.txt.")).toBeLessThan(sent.indexOf("And now?"));
+  });
+
+  it("POST /events without run only stores the message; POST /run answers it", async () => {
+    const asked = llm.requests.length;
+    expect(await json(await say(conversationId, "Quiet note.", false))).toEqual({ success: true });
+    const events = await allEvents(conversationId);
+    expect(events.at(-1)).toMatchObject({
+      kind: "MessageEvent",
+      source: "user",
+      llm_message: { role: "user", content: [{ type: "text", text: "Quiet note." }] },
+    });
+    expect(llm.requests.length).toBe(asked);
+    expect((await conversation(conversationId)).execution_status).toBe("finished");
+    llm.push({ text: "Noted." });
+    expect(await json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }))).toEqual({
+      success: true,
+    });
+    expect((await settle(conversationId)).execution_status).toBe("finished");
+    expect(llm.requests.length).toBe(asked + 1);
+  });
+
+  it("pauses a run between steps; /run while running is a 409; /run after the pause continues", async () => {
+    const h = hold();
+    llm.push(
+      { toolCalls: [{ name: "terminal", arguments: { command: "echo second >> notes.txt" } }], before: h.before },
+      { text: "Appended." },
+    );
+    await json(await say(conversationId, "Append a line.", true));
+    await h.inFlight;
+    expect((await conversation(conversationId)).execution_status).toBe("running");
+    const busy = await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key });
+    expect(busy.status).toBe(409);
+    expect(await json(await api.call(`/api/v1/conversation/${conversationId}/pause`, { method: "POST", key }))).toEqual(
+      {
+        success: true,
+      },
+    );
+    h.release();
+    expect((await waitForStatus(conversationId, ["paused"])).execution_status).toBe("paused");
+    expect(llm.remaining()).toBe(1);
+    await json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }));
+    expect((await settle(conversationId)).execution_status).toBe("finished");
+    const kinds = (await allEvents(conversationId)).map((e) =>
+      e.kind === "ConversationStateUpdateEvent" ? e.value : e.kind,
+    );
+    expect(kinds.slice(-9)).toEqual([
+      "MessageEvent",
+      "running",
+      // Asked while the model was answering: the call it made still ran, then the run stopped.
+      "PauseEvent",
+      "ActionEvent",
+      "ObservationEvent",
+      "paused",
+      "running",
+      "MessageEvent",
+      "finished",
+    ]);
+  });
+
+  it("answers 404 for another user's conversation and 422 for a malformed message", async () => {
+    for (const [method, path] of [
+      ["POST", `/api/v1/conversation/${conversationId}/pause`],
+      ["POST", `/api/v1/conversation/${conversationId}/run`],
+      ["DELETE", `/api/v1/app-conversations/${conversationId}`],
+    ] as const) {
+      expect((await api.call(path, { method, key: otherKey })).status).toBe(404);
+    }
+    expect((await say(conversationId, "not yours", true, otherKey)).status).toBe(404);
+    const bad = await api.call(`/api/v1/conversation/${conversationId}/events`, {
+      method: "POST",
+      key,
+      json: { role: "user", content: [] },
+    });
+    expect(bad.status).toBe(422);
+    const asAgent = await api.call(`/api/v1/conversation/${conversationId}/events`, {
+      method: "POST",
+      key,
+      json: { role: "assistant", content: [{ type: "text", text: "x" }] },
+    });
+    expect(asAgent.status).toBe(422);
+  });
+
+  it("lists the follow-up routes in /openapi.json", async () => {
+    const doc = await json<{ paths: Record<string, Record<string, unknown>> }>(await api.call("/openapi.json"));
+    expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/events"] ?? {})).toContain("post");
+    expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/pause"] ?? {})).toContain("post");
+    expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/run"] ?? {})).toContain("post");
+    expect(Object.keys(doc.paths["/api/v1/app-conversations/{conversation_id}"] ?? {})).toContain("delete");
+  });
+
+  it("the events search returns the whole history in order, and execution_status is the last state change", async () => {
+    const events = await allEvents(conversationId);
+    const stored = await api.database.db
+      .selectFrom("events")
+      .select(["id", "seq"])
+      .where("conversation_id", "=", conversationId)
+      .orderBy("seq")
+      .execute();
+    expect(events.map((e) => e.id)).toEqual(stored.map((e) => e.id));
+    for (let i = 1; i < events.length; i++) {
+      expect(Date.parse(events[i]?.timestamp ?? "") >= Date.parse(events[i - 1]?.timestamp ?? "")).toBe(true);
+      // Strictly increasing, as instants and as text (six fraction digits always).
+      expect((events[i]?.timestamp ?? "") > (events[i - 1]?.timestamp ?? "")).toBe(true);
+    }
+    expect(events[0]?.kind).toBe("SystemPromptEvent");
+    const kinds = new Set(events.map((e) => e.kind));
+    for (const k of ["MessageEvent", "ActionEvent", "ObservationEvent", "ConversationStateUpdateEvent", "PauseEvent"]) {
+      expect(kinds).toContain(k);
+    }
+    const lastChange = events.filter((e) => e.kind === "ConversationStateUpdateEvent").at(-1);
+    expect(lastChange).toMatchObject({ key: "execution_status" });
+    expect((await conversation(conversationId)).execution_status).toBe(lastChange?.value);
+    const action = events.find((e) => e.kind === "ActionEvent");
+    expect(action).toMatchObject({ source: "agent", tool_name: "file_editor" });
+    expect(Object.keys(action ?? {})).toEqual(expect.arrayContaining(["tool_call_id", "thought", "action"]));
+    const observation = events.find((e) => e.kind === "ObservationEvent");
+    expect(observation).toMatchObject({
+      source: "environment",
+      action_id: action?.id,
+      tool_call_id: action?.tool_call_id,
+    });
+  });
+
+  it("DELETE removes the sandbox (sandbox_status MISSING), keeps the events, and refuses to run again", async () => {
+    const before = (await allEvents(conversationId)).length;
+    expect(
+      await json(await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })),
+    ).toEqual({ success: true });
+    await eventually(async () => (await conversation(conversationId)).sandbox_status === "MISSING", 30_000);
+    const left = await testDocker().listContainers({
+      all: true,
+      filters: JSON.stringify({ label: [`tern.conversation_id=${conversationId}`] }),
+    });
+    expect(left).toHaveLength(0);
+    expect((await allEvents(conversationId)).length).toBe(before);
+    expect((await say(conversationId, "Still there?", true)).status).toBe(409);
+    expect((await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key })).status).toBe(409);
+    // A second DELETE is harmless.
+    expect((await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })).status).toBe(200);
+  });
+});
