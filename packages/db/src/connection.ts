@@ -5,11 +5,14 @@ import type { Database } from "./schema.ts";
 const TIMESTAMPTZ_OID = 1184;
 const INT8_OID = 20;
 
-/** "2026-11-22 21:11:34.123456+00" (session TimeZone UTC) → "2026-11-22T21:11:34.123456Z". */
+/**
+ * "2026-11-22 21:11:34.12345+00" (session TimeZone UTC) → "2026-11-22T21:11:34.123450Z". Postgres
+ * drops trailing zeros of the fraction; always six digits keep the strings sortable as text.
+ */
 export const pgTimestampToIso = (value: string): string => {
   const [date, rest = "00:00:00"] = value.split(" ");
-  const time = rest.replace(/\+00(:00)?$/, "");
-  return `${date}T${time}Z`;
+  const [hms, fraction = ""] = rest.replace(/\+00(:00)?$/, "").split(".");
+  return `${date}T${hms}.${fraction.padEnd(6, "0")}Z`;
 };
 
 // Per-pool parsers, so microseconds survive (a JS Date keeps only milliseconds) and
