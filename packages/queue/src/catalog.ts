@@ -12,6 +12,8 @@ export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
 export interface ConversationStartJob {
   taskId: string;
+  /** Set by the reconciler when it re-creates a lost job: attempts of the new job count on from here. */
+  attemptBase?: number;
 }
 
 export interface AgentRunJob {

@@ -17,6 +17,8 @@ const toSandbox = (r: Selectable<SandboxesTable>): Sandbox => ({
 export const sandboxesRepository = (db: Kysely<Database>) => ({
   /** Idempotent by container name: a second call for the same container returns the first row. */
   async upsert(input: {
+    /** Defaults to a new id; a caller that must know it before the row exists passes its own. */
+    id?: string;
     containerName: string;
     image: string;
     startTaskId?: string | null;
@@ -26,7 +28,7 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
     await db
       .insertInto("sandboxes")
       .values({
-        id: newId(),
+        id: input.id ?? newId(),
         container_name: input.containerName,
         image: input.image,
         start_task_id: input.startTaskId ?? null,

@@ -1,0 +1,70 @@
+import { createHash } from "node:crypto";
+import { type Logger, type StartTask, toHexId } from "@tern/core";
+import type { ExecOptions, ExecResult } from "@tern/sandbox";
+import type { WorkerDeps } from "../deps.ts";
+import type { RepositorySpec } from "./repository-spec.ts";
+
+/** What every stage of one start job gets. */
+export interface StartContext {
+  deps: WorkerDeps;
+  task: StartTask;
+  /** The fencing token of this job attempt: every write of the stage carries it. */
+  attempt: number;
+  log: Logger;
+}
+
+export interface AcquiredSandbox {
+  /** The sandboxes row. */
+  sandboxId: string;
+  containerId: string;
+  containerName: string;
+}
+
+export interface Workspace {
+  /** Absolute path of the git repository inside the sandbox. */
+  dir: string;
+  repository: RepositorySpec | null;
+}
+
+/** Fixed per task, so a second attempt finds (adopts) the container of the first. */
+export const containerNameForTask = (taskId: string): string => `tern-task-${toHexId(taskId)}`;
+
+/**
+ * Fixed per task too: the container carries it as a label from its creation on, and a re-run
+ * of the last stage finds the conversation it already made.
+ */
+export const conversationIdForTask = (taskId: string): string => {
+  const h = createHash("sha256").update(`tern:conversation:${taskId}`).digest("hex");
+  // Shaped as an RFC 9562 version 8 (custom) UUID.
+  const variant = ((Number.parseInt(h[16] ?? "0", 16) & 0x3) | 0x8).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+};
+
+/** A stage's write was refused: another attempt owns the task now, or it is finished. */
+export class LostOwnership extends Error {
+  constructor(taskId: string) {
+    super(`start task ${taskId} is no longer owned by this attempt`);
+    this.name = "LostOwnership";
+  }
+}
+
+/** The last `n` non-empty lines of some output, for an error detail. */
+export const lastLines = (text: string, n = 5, maxChars = 600): string => {
+  const lines = text.split(/\r?\n/).filter((l) => l.trim() !== "");
+  const tail = lines.slice(-n).join("\n");
+  return tail.length > maxChars ? `…${tail.slice(-maxChars)}` : tail;
+};
+
+/** Runs a command that must succeed; any failure is a passing fault (retried), not the user's. */
+export const execChecked = async (
+  ctx: StartContext,
+  containerId: string,
+  opts: ExecOptions,
+  what: string,
+): Promise<ExecResult> => {
+  const r = await ctx.deps.sandboxes.exec(containerId, opts);
+  if (r.exitCode !== 0) {
+    throw new Error(`${what} failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr || r.stdout, 3)}`);
+  }
+  return r;
+};

@@ -1,0 +1,84 @@
+import { AppError } from "@tern/core";
+import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
+import { cloneUrlOf, gitAuthEnv, type RepositorySpec, repositorySpecOf } from "./repository-spec.ts";
+
+const EMPTY_WORKSPACE = "/workspace/project";
+const CLONE_TIMEOUT_MS = 10 * 60_000;
+
+/**
+ * Clones into a fresh directory next to the workspace and moves it in place only once complete,
+ * so a clone cut short (its worker died) is never mistaken for a finished one by the next attempt.
+ * Arguments arrive as positional parameters: nothing from the request is spliced into the script.
+ */
+const CLONE_SCRIPT = `
+set -u
+url="$1"; dest="$2"; branch="$3"
+if [ -d "$dest/.git" ]; then echo "already cloned"; exit 0; fi
+tmp=$(mktemp -d "$(dirname "$dest")/.clone-XXXXXX")
+if [ -n "$branch" ]; then
+  git clone --quiet --depth 1 --single-branch --branch "$branch" -- "$url" "$tmp" || { rc=$?; rm -rf "$tmp"; exit $rc; }
+else
+  git clone --quiet --depth 1 --single-branch -- "$url" "$tmp" || { rc=$?; rm -rf "$tmp"; exit $rc; }
+fi
+if ! mv -T "$tmp" "$dest" 2>/dev/null; then rm -rf "$tmp"; [ -d "$dest/.git" ] || exit 1; fi
+`;
+
+/** The agent's commits need an identity; set per repository, never with credentials. */
+const IDENTITY_SCRIPT = `
+cd "$1" && git config user.name >/dev/null || git config user.name "openhands"
+cd "$1" && git config user.email >/dev/null || git config user.email "openhands@all-hands.dev"
+`;
+
+const INIT_SCRIPT = `
+set -e
+mkdir -p "$1"; cd "$1"
+[ -d .git ] || git init --quiet --initial-branch=main
+`;
+
+/** Git's words for the faults that are the user's to fix; anything else is worth retrying. */
+const cloneFailure = (spec: RepositorySpec, output: string): Error => {
+  if (/Remote branch .* not found|couldn't find remote ref/i.test(output)) {
+    return new AppError("not_found", `branch '${spec.branch}' not found in ${spec.fullName}`);
+  }
+  if (/repository '.*' not found|Repository not found|returned error: 404/i.test(output)) {
+    return new AppError("not_found", `repository ${spec.fullName} not found`);
+  }
+  if (/Authentication failed|could not read Username|returned error: 40[13]|terminal prompts disabled/i.test(output)) {
+    return new AppError("forbidden", `access to ${spec.fullName} was denied (check the server's GIT_TOKEN)`);
+  }
+  return new Error(`git clone of ${spec.fullName} failed: ${lastLines(output, 3)}`);
+};
+
+/** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */
+export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSandbox): Promise<Workspace> => {
+  const { deps } = ctx;
+  // Validated again here, whatever the API accepted: the worker may be fed by other producers.
+  const spec = repositorySpecOf(ctx.task.request);
+  if (!spec) {
+    await execChecked(
+      ctx,
+      sandbox.containerId,
+      { cmd: ["bash", "-c", INIT_SCRIPT, "init", EMPTY_WORKSPACE] },
+      "git init",
+    );
+    await execChecked(
+      ctx,
+      sandbox.containerId,
+      { cmd: ["bash", "-c", IDENTITY_SCRIPT, "identity", EMPTY_WORKSPACE] },
+      "git config",
+    );
+    return { dir: EMPTY_WORKSPACE, repository: null };
+  }
+  const dir = `/workspace/${spec.name}`;
+  const url = cloneUrlOf(spec, deps.config);
+  const r = await deps.sandboxes.exec(sandbox.containerId, {
+    cmd: ["bash", "-c", CLONE_SCRIPT, "clone", url, dir, spec.branch ?? ""],
+    env: gitAuthEnv(spec, deps.config.GIT_TOKEN),
+    timeoutMs: CLONE_TIMEOUT_MS,
+    maxOutputBytes: 64 * 1024,
+  });
+  if (r.timedOut) throw new Error(`git clone of ${spec.fullName} did not finish in ${CLONE_TIMEOUT_MS / 1000} s`);
+  if (r.exitCode !== 0) throw cloneFailure(spec, `${r.stderr}\n${r.stdout}`);
+  await execChecked(ctx, sandbox.containerId, { cmd: ["bash", "-c", IDENTITY_SCRIPT, "identity", dir] }, "git config");
+  return { dir, repository: spec };
+};

@@ -1,0 +1,134 @@
+import { isAppError, type StartTaskStatus } from "@tern/core";
+import { startTasksRepository } from "@tern/db";
+import type { ConversationStartJob } from "@tern/queue";
+import { type Job, UnrecoverableError } from "bullmq";
+import type { WorkerDeps } from "../deps.ts";
+import { acquireSandbox } from "../pipeline/acquire-sandbox.ts";
+import { LostOwnership, type StartContext } from "../pipeline/context.ts";
+import { prepareRepository } from "../pipeline/prepare-repository.ts";
+import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
+import { runSetupScript } from "../pipeline/run-setup-script.ts";
+import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
+import { setUpSkills } from "../pipeline/set-up-skills.ts";
+import { startConversation } from "../pipeline/start-conversation.ts";
+
+/**
+ * The fencing token of a job attempt. BullMQ counts every start of the job, including a takeover
+ * after a stall; `attemptBase` lifts a job the reconciler re-created above the attempts before it.
+ */
+export const attemptOf = (job: Job<ConversationStartJob>): number =>
+  (job.data.attemptBase ?? 0) + Math.max(1, job.attemptsStarted);
+
+const TASK_VISIBLE_WAIT_MS = 3_000;
+
+/**
+ * The API adds the job inside the transaction that inserts the task, so a job can arrive a moment
+ * before its task is visible. Wait for it a little, then let BullMQ retry with backoff; a task that
+ * never appears (its transaction rolled back) makes the job fail with nothing to clean up.
+ */
+const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: number) => {
+  const tasks = startTasksRepository(deps.db);
+  const deadline = Date.now() + TASK_VISIBLE_WAIT_MS;
+  for (let wait = 10; ; wait = Math.min(wait * 2, 250)) {
+    const claimed = await tasks.claim(taskId, attempt);
+    if (claimed) return claimed;
+    if (await tasks.get(taskId)) return null;
+    if (Date.now() > deadline) throw new Error(`start task ${taskId} does not exist (yet)`);
+    await new Promise((r) => setTimeout(r, wait));
+  }
+};
+
+/**
+ * Takes one start task through every stage. Each stage is persisted the moment it begins, with
+ * the time the previous one took, and every write carries the attempt: a worker that lost the
+ * task (it stalled and another took over) is refused and stops.
+ */
+export const conversationStartProcessor =
+  (deps: WorkerDeps) =>
+  async (job: Job<ConversationStartJob>): Promise<void> => {
+    const tasks = startTasksRepository(deps.db);
+    const attempt = attemptOf(job);
+    const log = deps.logger.child({ task_id: job.data.taskId, attempt });
+    const task = await claimWhenVisible(deps, job.data.taskId, attempt);
+    if (!task) {
+      log.info("start task already finished or owned by a newer attempt; nothing to do");
+      return;
+    }
+    const ctx: StartContext = { deps, task, attempt, log };
+
+    let current: { stage: StartTaskStatus; started: number } | null = null;
+    const stage = async <T>(status: StartTaskStatus, run: () => Promise<T>): Promise<T> => {
+      const finished = current ? { stage: current.stage, ms: Date.now() - current.started } : undefined;
+      if (!(await tasks.enterStage(task.id, attempt, status, finished))) throw new LostOwnership(task.id);
+      current = { stage: status, started: Date.now() };
+      log.debug({ stage: status }, "stage begins");
+      return run();
+    };
+
+    try {
+      const sandbox = await stage("WAITING_FOR_SANDBOX", () => acquireSandbox(ctx));
+      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox));
+      await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace));
+      await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
+      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace));
+      const conversation = await stage("STARTING_CONVERSATION", () =>
+        startConversation(ctx, sandbox, workspace, skills),
+      );
+      const last = current as { stage: StartTaskStatus; started: number } | null;
+      const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;
+      if (!(await tasks.markReady(task.id, attempt, conversation.id, finished))) throw new LostOwnership(task.id);
+      log.info({ conversation_id: conversation.id, stage_ms: finished?.ms }, "start task ready");
+    } catch (err) {
+      if (err instanceof LostOwnership) {
+        log.warn("lost the start task to another attempt; stopping");
+        return;
+      }
+      const at = (current as { stage: StartTaskStatus } | null)?.stage ?? "WORKING";
+      if (isAppError(err)) {
+        // The user's to fix: no retry. ERROR first, then the container goes.
+        const detail = `${at}: ${err.message}`;
+        await tasks.markError(task.id, detail, attempt);
+        await releaseTaskSandbox(deps, task.id);
+        log.info({ detail }, "start task failed");
+        throw new UnrecoverableError(detail);
+      }
+      log.warn(
+        { stage: at, err: err instanceof Error ? err.message : String(err), attempts_made: job.attemptsMade },
+        "start stage failed; will retry",
+      );
+      throw err;
+    }
+  };
+
+/**
+ * After BullMQ gave up on a start job (a user error, or attempts spent): the task ends in ERROR,
+ * never in a working state, and its container is removed. Idempotent.
+ */
+export const finishFailedStart = async (deps: WorkerDeps, taskId: string, reason: string): Promise<void> => {
+  const tasks = startTasksRepository(deps.db);
+  const task = await tasks.get(taskId);
+  if (task && task.status !== "READY") {
+    if (task.status !== "ERROR") {
+      await tasks.markError(taskId, `${task.status}: ${reason}`);
+    }
+    await releaseTaskSandbox(deps, taskId);
+  }
+};
+
+/** The 'failed' listener of the start worker: acts only when the job will not run again. */
+export const onStartJobFailed = async (
+  deps: WorkerDeps,
+  job: Job<ConversationStartJob> | undefined,
+  err: Error,
+): Promise<void> => {
+  if (!job) return;
+  const spent = err instanceof UnrecoverableError || err.name === "UnrecoverableError";
+  const exhausted = job.attemptsMade >= (job.opts.attempts ?? 1);
+  if (!spent && !exhausted) return;
+  if (!spent) deps.logger.error({ task_id: job.data.taskId, err: err.message }, "start job gave up");
+  await finishFailedStart(
+    deps,
+    job.data.taskId,
+    `the sandbox could not be prepared (a temporary fault persisted through ${job.attemptsMade} attempts); try again later`,
+  );
+};
