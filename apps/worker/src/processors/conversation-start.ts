@@ -1,4 +1,4 @@
-import { isAppError, type StartTaskStatus } from "@tern/core";
+import { isAppError, isTerminalStartTaskStatus, type StartTaskStatus } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
 import type { ConversationStartJob } from "@tern/queue";
 import { type Job, UnrecoverableError } from "bullmq";
@@ -32,7 +32,10 @@ const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: numbe
   for (let wait = 10; ; wait = Math.min(wait * 2, 250)) {
     const claimed = await tasks.claim(taskId, attempt);
     if (claimed) return claimed;
-    if (await tasks.get(taskId)) return null;
+    const seen = await tasks.get(taskId);
+    // Visible now but not when the claim ran (the API's transaction committed in between): claim again.
+    if (seen && (isTerminalStartTaskStatus(seen.status) || seen.attempt > attempt)) return null;
+    if (seen && Date.now() <= deadline) continue;
     if (Date.now() > deadline) throw new Error(`start task ${taskId} does not exist (yet)`);
     await new Promise((r) => setTimeout(r, wait));
   }
