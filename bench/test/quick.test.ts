@@ -29,7 +29,7 @@ const EXPECTED_ROWS = [
   "search.window.p50",
   "search.window.p99",
   "append.batch1",
-  "append.batch2",
+  "append.agent",
   "append.batch10",
   "get.conversations.rps",
   "rss.api.idle",

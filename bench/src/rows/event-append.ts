@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { EventKind } from "@tern/core";
-import { type EventDraft, eventsRepository } from "@tern/db";
+import { agentRunsRepository, type EventDraft, eventsRepository, type RunLease } from "@tern/db";
 import { createTestDatabase } from "@tern/testing";
 import type { BenchContext } from "../context.ts";
 import { copyEvents, eventLines, insertConversations } from "../event-data.ts";
@@ -60,15 +60,21 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       client.release();
     }
 
-    const events = eventsRepository(db.db);
-    for (const batch of [1, 2, 10]) {
-      const conversations = Array.from({ length: writers }, () => randomUUID());
+    const newConversations = async () => {
+      const ids = Array.from({ length: writers }, () => randomUUID());
       const c = await db.pool.connect();
       try {
-        await insertConversations(c, owner, conversations, () => 0);
+        await insertConversations(c, owner, ids, () => 0);
       } finally {
         c.release();
       }
+      return ids;
+    };
+    const measure = async (
+      append: (conversationId: string, drafts: EventDraft[]) => Promise<unknown>,
+      batch: number,
+    ) => {
+      const conversations = await newConversations();
       const t = performance.now();
       await Promise.all(
         conversations.map(async (id) => {
@@ -76,22 +82,55 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
             const drafts = Array.from({ length: batch }, (_, j) =>
               draft((i + j) % 2 === 0 ? "ActionEvent" : "ObservationEvent", i + j),
             );
-            await events.append(id, drafts);
+            await append(id, drafts);
           }
         }),
       );
-      const rate = total / ((performance.now() - t) / 1000);
-      ctx.progress(`append batch ${batch}: ${rate.toFixed(0)} events/s (COPY ${copyRate.toFixed(0)})`);
+      return total / ((performance.now() - t) / 1000);
+    };
+
+    // The agent's writer: each append checks the run lease under the conversation's row lock, in its
+    // own transaction; the agent appends one event at a time (an action, then its observation).
+    const runs = agentRunsRepository(db.db);
+    const leases = new Map<string, RunLease>();
+    const agentRate = await measure(async (conversationId, drafts) => {
+      let lease = leases.get(conversationId);
+      if (!lease) {
+        const begun = await runs.begin(conversationId, randomUUID());
+        if (begun.outcome !== "started") throw new Error(`run did not start: ${begun.outcome}`);
+        lease = begun.lease;
+        leases.set(conversationId, lease);
+      }
+      await runs.append(lease, drafts);
+    }, 1);
+    ctx.progress(`agent writer: ${agentRate.toFixed(0)} events/s (COPY ${copyRate.toFixed(0)})`);
+    rows.push(
+      row({
+        id: "append.agent",
+        label: `event append, agent writer (1 event/append, ${writers} conversations)`,
+        unit: "events/s",
+        value: agentRate,
+        floor: copyRate,
+        floorLabel: "COPY",
+        better: "higher-is-better",
+        absolute: 20_000,
+        detail: { events: total, writers, batch: 1 },
+      }),
+    );
+
+    const events = eventsRepository(db.db);
+    for (const batch of [1, 10]) {
+      const rate = await measure((id, drafts) => events.append(id, drafts), batch);
+      ctx.progress(`eventsRepository.append batch ${batch}: ${rate.toFixed(0)} events/s`);
       rows.push(
         row({
           id: `append.batch${batch}`,
-          label: `event append, batches of ${batch}, ${writers} conversations`,
+          label: `event append, eventsRepository batches of ${batch}, ${writers} conversations`,
           unit: "events/s",
           value: rate,
           floor: copyRate,
           floorLabel: "COPY",
           better: "higher-is-better",
-          ...(batch === 2 ? { absolute: 20_000 } : {}),
           detail: { events: total, writers, batch },
         }),
       );
