@@ -88,10 +88,10 @@ export const conversationStartProcessor =
       }
       const at = (current as { stage: StartTaskStatus } | null)?.stage ?? "WORKING";
       if (isAppError(err)) {
-        // The user's to fix: no retry. ERROR first, then the container goes.
+        // The user's to fix: no retry. The container goes first, so a task seen in ERROR has none left.
         const detail = `${at}: ${err.message}`;
-        await tasks.markError(task.id, detail, attempt);
         await releaseTaskSandbox(deps, task.id);
+        await tasks.markError(task.id, detail, attempt);
         log.info({ detail }, "start task failed");
         throw new UnrecoverableError(detail);
       }
