@@ -396,4 +396,20 @@ describe("agent runs, whatever the provider", () => {
     ]);
     expect(JSON.stringify(fx.llm.requests.at(-1)?.body)).toContain("Second question.");
   });
+
+  it("ends a run whose job was lost (its lock held by nobody) and answers with the new run", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Anyone there?" });
+    const lostRun = "00000000-0000-4000-8000-00000000dead";
+    await fx.database.db
+      .updateTable("conversations")
+      .set({ active_run_id: lostRun, execution_status: "running" })
+      .where("id", "=", conversationId)
+      .execute();
+    fx.llm.push({ text: "Yes." });
+    const { conversation } = await fx.run(conversationId, "openai");
+    expect(conversation.executionStatus).toBe("finished");
+    const events = await fx.events(conversationId);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/job was lost/);
+    expect(statusChanges(events)).toEqual(["error", "running", "finished"]);
+  });
 });

@@ -34,7 +34,7 @@ export interface AgentRunDeps {
 export type RunOutcome =
   | { outcome: "ended"; status: ExecutionStatus }
   /** Another run holds the conversation; try again once it ends. */
-  | { outcome: "busy" }
+  | { outcome: "busy"; activeRunId: string }
   /** Nothing to do: the run already ended, there is nothing to answer, or the conversation is gone. */
   | { outcome: "skipped"; reason: string }
   /** This worker lost the run to another attempt; it stops without writing. */
@@ -127,7 +127,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   }
 
   const begun = await runs.begin(conversationId, runId);
-  if (begun.outcome === "busy") return { outcome: "busy" };
+  if (begun.outcome === "busy") return { outcome: "busy", activeRunId: begun.activeRunId };
   if (begun.outcome === "ended") return { outcome: "skipped", reason: "run already ended" };
   if (begun.outcome === "missing") return { outcome: "skipped", reason: "no such conversation" };
   const lease: RunLease = begun.lease;
@@ -247,6 +247,6 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   }
 };
 
-/** For a run whose job BullMQ gave up on: the conversation ends in `error`, with the reason. */
+/** For a run whose job BullMQ gave up on (or lost): the conversation ends in `error`, with the reason. */
 export const abandonRun = async (db: Kysely<Database>, conversationId: string, runId: string, reason: string) =>
   agentRunsRepository(db).abandon(conversationId, runId, [agentError(`The agent run failed: ${reason}`)]);

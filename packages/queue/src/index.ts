@@ -1,3 +1,4 @@
+export * from "./agent-run-jobs.ts";
 export * from "./agent-runs.ts";
 export * from "./catalog.ts";
 export * from "./connection.ts";

@@ -1,5 +1,5 @@
 import { abandonRun, runAgent } from "@tern/agent";
-import { type AgentRunJob, removeSandboxJobName } from "@tern/queue";
+import { type AgentRunJob, isAgentRunJobAlive, removeSandboxJobName } from "@tern/queue";
 import { DelayedError, type Job } from "bullmq";
 import { removeConversationSandbox } from "../agent/remove-sandbox.ts";
 import type { WorkerDeps } from "../deps.ts";
@@ -24,11 +24,18 @@ export const agentRunProcessor =
       return;
     }
     try {
-      const outcome = await runAgent(
-        { db: deps.db, sandboxes: deps.sandboxes, settings: deps.config, logger },
-        conversationId,
-        runId,
-      );
+      const run = () =>
+        runAgent({ db: deps.db, sandboxes: deps.sandboxes, settings: deps.config, logger }, conversationId, runId);
+      let outcome = await run();
+      if (outcome.outcome === "busy" && !(await isAgentRunJobAlive(deps.queues, conversationId, outcome.activeRunId))) {
+        // The lock's holder has no job that could finish it (given up after stalling, or lost with
+        // Redis): end that run in error, so the conversation is not blocked for ever.
+        const stale = outcome.activeRunId;
+        if (await abandonRun(deps.db, conversationId, stale, "its job was lost before it ended")) {
+          logger.warn({ stale_run_id: stale }, "ended a run whose job was lost");
+        }
+        outcome = await run();
+      }
       if (outcome.outcome === "busy") {
         await job.moveToDelayed(Date.now() + busyRetryMs, token);
         throw new DelayedError();

@@ -93,7 +93,11 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
         if (err instanceof OpenAI.APIError) {
           throw new LlmError(`LLM request failed: ${err.message}`, err.status ?? null, { cause: err });
         }
-        throw err;
+        // Anything else the SDK throws (an answer it cannot parse, a stream cut short) is the LLM's
+        // failure too: the run ends with it rather than being retried as a worker fault.
+        throw new LlmError(`LLM request failed: ${err instanceof Error ? err.message : String(err)}`, null, {
+          cause: err,
+        });
       }
     },
   };

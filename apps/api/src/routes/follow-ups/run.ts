@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { AppError } from "@tern/core";
 import { agentRunsRepository } from "@tern/db";
-import { enqueueAgentRun } from "@tern/queue";
+import { enqueueAgentRun, isAgentRunJobAlive } from "@tern/queue";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
@@ -37,8 +37,10 @@ export const registerRun = (router: Router, deps: ApiDeps) =>
     if (sandboxGone(conversation)) {
       throw new AppError("conflict", "The conversation's sandbox was removed; the agent cannot run any more");
     }
-    // As OpenHands answers: 409 while running. (The worker's run lock is what guarantees one run.)
-    if (await agentRunsRepository(deps.db).activeRun(conversation.id)) {
+    // As OpenHands answers: 409 while running. (The worker's run lock is what guarantees one run;
+    // a lock whose job is gone is stale, and the worker ends it when the new run comes.)
+    const active = await agentRunsRepository(deps.db).activeRun(conversation.id);
+    if (active && (await enqueueOr503(deps, () => isAgentRunJobAlive(deps.queues, conversation.id, active)))) {
       throw new AppError("conflict", "The agent is already running in this conversation");
     }
     await enqueueOr503(deps, () => enqueueAgentRun(deps.queues, conversation.id));
