@@ -73,6 +73,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
     const measure = async (
       append: (conversationId: string, drafts: EventDraft[]) => Promise<unknown>,
       batch: number,
+      perWriter: number,
     ) => {
       const conversations = await newConversations();
       const t = performance.now();
@@ -86,23 +87,28 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
           }
         }),
       );
-      return total / ((performance.now() - t) / 1000);
+      return (writers * perWriter) / ((performance.now() - t) / 1000);
     };
 
     // The agent's writer: each append checks the run lease under the conversation's row lock, in its
     // own transaction; the agent appends one event at a time (an action, then its observation).
     const runs = agentRunsRepository(db.db);
     const leases = new Map<string, RunLease>();
-    const agentRate = await measure(async (conversationId, drafts) => {
-      let lease = leases.get(conversationId);
-      if (!lease) {
-        const begun = await runs.begin(conversationId, randomUUID());
-        if (begun.outcome !== "started") throw new Error(`run did not start: ${begun.outcome}`);
-        lease = begun.lease;
-        leases.set(conversationId, lease);
-      }
-      await runs.append(lease, drafts);
-    }, 1);
+    const agentPerWriter = perWriter / 4;
+    const agentRate = await measure(
+      async (conversationId, drafts) => {
+        let lease = leases.get(conversationId);
+        if (!lease) {
+          const begun = await runs.begin(conversationId, randomUUID());
+          if (begun.outcome !== "started") throw new Error(`run did not start: ${begun.outcome}`);
+          lease = begun.lease;
+          leases.set(conversationId, lease);
+        }
+        await runs.append(lease, drafts);
+      },
+      1,
+      agentPerWriter,
+    );
     ctx.progress(`agent writer: ${agentRate.toFixed(0)} events/s (COPY ${copyRate.toFixed(0)})`);
     rows.push(
       row({
@@ -114,13 +120,17 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
         floorLabel: "COPY",
         better: "higher-is-better",
         absolute: 20_000,
-        detail: { events: total, writers, batch: 1 },
+        detail: { events: writers * agentPerWriter, writers, batch: 1 },
       }),
     );
 
     const events = eventsRepository(db.db);
     for (const batch of [1, 10]) {
-      const rate = await measure((id, drafts) => events.append(id, drafts), batch);
+      const rate = await measure(
+        (id, drafts) => events.append(id, drafts),
+        batch,
+        batch === 1 ? perWriter / 4 : perWriter,
+      );
       ctx.progress(`eventsRepository.append batch ${batch}: ${rate.toFixed(0)} events/s`);
       rows.push(
         row({
@@ -131,7 +141,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
           floor: copyRate,
           floorLabel: "COPY",
           better: "higher-is-better",
-          detail: { events: total, writers, batch },
+          detail: { events: writers * (batch === 1 ? perWriter / 4 : perWriter), writers, batch },
         }),
       );
     }
