@@ -1,0 +1,105 @@
+import { sandboxesRepository, startTasksRepository } from "@tern/db";
+import { PoolOwnerLabel, SandboxLabel } from "@tern/sandbox";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workerAliveKey } from "../src/liveness.ts";
+import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
+
+let h: StartHarness;
+
+beforeAll(async () => {
+  h = await createStartHarness();
+});
+
+afterAll(async () => {
+  await h?.close();
+});
+
+const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+};
+
+/** Containers of one worker's pool (claimed or not: Docker cannot relabel a running container). */
+const poolOf = async (owner: string) =>
+  (await h.containers()).filter((c) => c.Labels[SandboxLabel.Pool] === "1" && c.Labels[PoolOwnerLabel] === owner);
+
+const nameOf = (c: { Names: string[] }) => (c.Names[0] ?? "").replace(/^\//, "");
+
+/** The container a READY task runs in, from its sandboxes row. */
+const containerOfTask = async (taskId: string): Promise<string> => {
+  const task = await startTasksRepository(h.database.db).get(uuidOf(taskId));
+  expect(task?.status).toBe("READY");
+  const row = await sandboxesRepository(h.database.db).findByTask(uuidOf(taskId));
+  expect(row?.id).toBe(task?.sandboxId);
+  return row?.containerName ?? "";
+};
+
+describe("warm sandbox pool in the worker", () => {
+  it("starts take warm containers, one each, recorded for their task; the pool refills; shutdown removes only the unclaimed", async () => {
+    const { userId } = await h.newUser();
+    const worker = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w1" });
+    await until(
+      "two warm containers",
+      async () => (await poolOf("pool-w1")).filter((c) => c.State === "running").length === 2,
+    );
+    const warm = new Set((await poolOf("pool-w1")).map(nameOf));
+
+    const a = await h.enqueueDirect(userId, { title: "a" });
+    const b = await h.enqueueDirect(userId, { title: "b" });
+    expect((await h.waitForTask(a)).task.status).toBe("READY");
+    expect((await h.waitForTask(b)).task.status).toBe("READY");
+    const ca = await containerOfTask(a);
+    const cb = await containerOfTask(b);
+    // Both came from the pool, and never the same one twice.
+    expect(warm.has(ca)).toBe(true);
+    expect(warm.has(cb)).toBe(true);
+    expect(ca).not.toBe(cb);
+    // The conversation works in it: the workspace is a git repository.
+    expect((await h.execIn(ca, "git -C /workspace/project rev-parse --is-inside-work-tree")).output.trim()).toBe(
+      "true",
+    );
+
+    // Refilled in the background with new containers.
+    await until("the pool refilled", async () => (await poolOf("pool-w1")).length === 4);
+    const refills = (await poolOf("pool-w1")).map(nameOf).filter((n) => !warm.has(n));
+    expect(refills).toHaveLength(2);
+
+    // A graceful stop removes the two unclaimed ones; the claimed ones belong to their conversations.
+    expect(await worker.stop()).toBe(0);
+    const left = (await poolOf("pool-w1")).map(nameOf).sort();
+    expect(left).toEqual([ca, cb].sort());
+  });
+
+  it("after a worker crash, another worker's janitor removes the dead worker's warm containers and keeps the claimed one", {
+    timeout: 180_000,
+  }, async () => {
+    const { userId } = await h.newUser();
+    const crashing = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w2" });
+    await until(
+      "two warm containers",
+      async () => (await poolOf("pool-w2")).filter((c) => c.State === "running").length === 2,
+    );
+    const task = await h.enqueueDirect(userId, { title: "claimed" });
+    expect((await h.waitForTask(task)).task.status).toBe("READY");
+    const claimed = await containerOfTask(task);
+    await until("the pool refilled", async () => (await poolOf("pool-w2")).length === 3);
+
+    await crashing.kill();
+    // Nothing handed back: the warm containers are still there.
+    expect(await poolOf("pool-w2")).toHaveLength(3);
+    // Its liveness key would expire within its TTL; drop it now instead of waiting for it.
+    await h.redis.del(workerAliveKey(h.prefix, "pool-w2"));
+
+    // The janitor gives a warm container of a worker that is gone a grace period (60 s from its creation).
+    await h.startWorker({ SANDBOX_POOL_SIZE: "0", WORKER_ID: "pool-janitor", JANITOR_INTERVAL_MS: "2000" });
+    await until(
+      "the dead worker's warm containers removed",
+      async () => (await poolOf("pool-w2")).length === 1,
+      150_000,
+    );
+    expect((await poolOf("pool-w2")).map(nameOf)).toEqual([claimed]);
+  });
+});
