@@ -110,12 +110,16 @@ export const conversationStartProcessor =
 export const finishFailedStart = async (deps: WorkerDeps, taskId: string, reason: string): Promise<void> => {
   const tasks = startTasksRepository(deps.db);
   const task = await tasks.get(taskId);
-  if (task && task.status !== "READY") {
-    if (task.status !== "ERROR") {
-      await tasks.markError(taskId, `${task.status}: ${reason}`);
-    }
-    await releaseTaskSandbox(deps, taskId);
-  }
+  if (!task || task.status === "READY") return;
+  // The container first, so a task seen in ERROR has none left; if Docker is down now, the
+  // janitor removes it later (the task is ERROR either way).
+  await releaseTaskSandbox(deps, taskId).catch((err) =>
+    deps.logger.warn(
+      { task_id: taskId, err: err instanceof Error ? err.message : String(err) },
+      "sandbox removal failed",
+    ),
+  );
+  if (task.status !== "ERROR") await tasks.markError(taskId, `${task.status}: ${reason}`);
 };
 
 /** The 'failed' listener of the start worker: acts only when the job will not run again. */
