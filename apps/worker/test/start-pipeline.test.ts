@@ -148,6 +148,8 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
     expect(prompt).toContain("/workspace/widgets");
     expect(prompt).toContain("Always run the tests.");
     expect(prompt).not.toContain("make deploy");
+    const tools = events[0]!.payload.tools as { function: { name: string } }[];
+    expect(tools.map((t) => t.function.name)).toEqual(expect.arrayContaining(["terminal", "file_editor", "finish"]));
     expect(events[1]?.payload).toEqual({
       llm_message: { role: "user", content: [{ type: "text", text: "please deploy it" }] },
       activated_skills: ["deployer"],

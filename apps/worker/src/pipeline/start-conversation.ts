@@ -1,4 +1,4 @@
-import { buildSystemPrompt } from "@tern/agent";
+import { buildSystemPrompt, systemPromptTools } from "@tern/agent";
 import { type Conversation, generateSessionApiKey, type Skill } from "@tern/core";
 import { conversationsRepository, type EventDraft, eventsRepository, sandboxesRepository } from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
@@ -47,7 +47,8 @@ export const startConversation = async (
             skills,
           }),
         },
-        tools: [],
+        // The tools the agent offers the model, in the shape OpenHands stores them.
+        tools: systemPromptTools(),
       },
     },
   ];
