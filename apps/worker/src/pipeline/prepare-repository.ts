@@ -55,17 +55,12 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
   // Validated again here, whatever the API accepted: the worker may be fed by other producers.
   const spec = repositorySpecOf(ctx.task.request);
   if (!spec) {
+    // One exec: each costs tens of ms of the engine's time, and this is the whole stage here.
     await execChecked(
       ctx,
       sandbox.containerId,
-      { cmd: ["bash", "-c", INIT_SCRIPT, "init", EMPTY_WORKSPACE] },
+      { cmd: ["bash", "-c", `${INIT_SCRIPT}\n${IDENTITY_SCRIPT}`, "init", EMPTY_WORKSPACE] },
       "git init",
-    );
-    await execChecked(
-      ctx,
-      sandbox.containerId,
-      { cmd: ["bash", "-c", IDENTITY_SCRIPT, "identity", EMPTY_WORKSPACE] },
-      "git config",
     );
     return { dir: EMPTY_WORKSPACE, repository: null };
   }

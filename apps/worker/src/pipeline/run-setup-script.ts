@@ -28,6 +28,8 @@ export const runSetupScript = async (
   workspace: Workspace,
 ): Promise<{ ran: boolean; output: string }> => {
   const { deps } = ctx;
+  // An empty workspace made by PREPARING_REPOSITORY has no script: no exec to find that out.
+  if (!workspace.repository) return { ran: false, output: "" };
   const present = await deps.sandboxes.exec(sandbox.containerId, {
     cmd: ["test", "-f", SETUP_SCRIPT],
     cwd: workspace.dir,

@@ -35,6 +35,8 @@ export const setUpGitHooks = async (
   sandbox: AcquiredSandbox,
   workspace: Workspace,
 ): Promise<{ installed: boolean }> => {
+  // An empty workspace has no .openhands/pre-commit.sh.
+  if (!workspace.repository) return { installed: false };
   const r = await execChecked(
     ctx,
     sandbox.containerId,

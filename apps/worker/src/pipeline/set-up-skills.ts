@@ -24,6 +24,8 @@ export const setUpSkills = async (
   sandbox: AcquiredSandbox,
   workspace: Workspace,
 ): Promise<Skill[]> => {
+  // An empty workspace has no skills.
+  if (!workspace.repository) return [];
   const r = await execChecked(
     ctx,
     sandbox.containerId,
