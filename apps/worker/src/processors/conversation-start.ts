@@ -90,6 +90,12 @@ export const conversationStartProcessor =
       if (isAppError(err)) {
         // The user's to fix: no retry. The container goes first, so a task seen in ERROR has none left.
         const detail = `${at}: ${err.message}`;
+        // Only the attempt that owns the task may remove its container (a newer one may be using it).
+        const now = await tasks.get(task.id);
+        if (now?.attempt !== attempt || isTerminalStartTaskStatus(now.status)) {
+          log.warn("lost the start task to another attempt; stopping");
+          return;
+        }
         await releaseTaskSandbox(deps, task.id);
         await tasks.markError(task.id, detail, attempt);
         log.info({ detail }, "start task failed");
