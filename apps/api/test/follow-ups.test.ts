@@ -16,16 +16,6 @@ let otherKey: string;
 beforeAll(async () => {
   api = await startTestApi();
   llm = await startLlmServer();
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_POOL_SIZE: "0",
-    LLM_PROVIDER: "openai",
-    LLM_BASE_URL: llm.openaiBaseUrl,
-    LLM_API_KEY: "test-key",
-    LLM_MODEL: "gpt-test",
-  });
   ({ key } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
 });
@@ -36,6 +26,21 @@ afterAll(async () => {
   if (api) await removeContainersOfNamespace(api.prefix);
   await api?.close();
 });
+
+/** A worker process on the test's database and Redis prefix, speaking to the scripted LLM as `provider`. */
+const startWorker = async (provider: "openai" | "anthropic") => {
+  await worker?.stop();
+  worker = await startService("worker", {
+    DATABASE_URL: api.database.url,
+    REDIS_URL: testRedisUrl(),
+    REDIS_PREFIX: api.prefix,
+    SANDBOX_POOL_SIZE: "0",
+    LLM_PROVIDER: provider,
+    LLM_BASE_URL: provider === "openai" ? llm.openaiBaseUrl : llm.anthropicBaseUrl,
+    LLM_API_KEY: "test-key",
+    LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
+  });
+};
 
 interface ConversationRecord {
   id: string;
@@ -130,9 +135,13 @@ const hold = () => {
   };
 };
 
-let conversationId = "";
+describe.each(["openai", "anthropic"] as const)("follow-ups on a started conversation (%s)", (provider) => {
+  let conversationId = "";
 
-describe("follow-ups on a started conversation", () => {
+  beforeAll(async () => {
+    await startWorker(provider);
+  });
+
   it("starts with run: true, and the agent works in the sandbox", async () => {
     llm.push(
       {
@@ -155,8 +164,9 @@ describe("follow-ups on a started conversation", () => {
       conversationId = t?.app_conversation_id ?? "";
       return t?.status === "READY";
     }, 60_000);
-    const c = await waitForStatus(conversationId, ["finished", "error"]);
+    const c = await settle(conversationId);
     expect(c.execution_status).toBe("finished");
+    expect(llm.requests.at(-1)?.provider).toBe(provider);
     expect(c.sandbox_status).toBe("RUNNING");
     expect(c.metrics.llm_calls).toBe(2);
   }, 90_000);

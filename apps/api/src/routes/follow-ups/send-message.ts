@@ -3,14 +3,14 @@ import { AppError } from "@tern/core";
 import { eventsRepository } from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import type { ApiDeps } from "../../deps.ts";
-import { errorResponses, notFoundResponse, textContentSchema } from "../records.ts";
+import { errorResponses, errorSchema, notFoundResponse, textContentSchema } from "../records.ts";
 import type { Router } from "../router.ts";
 import {
   conflictResponse,
   conversationIdParam,
-  enqueueFailedResponse,
   enqueueOr503,
   ownedConversation,
+  queueUnavailable,
   sandboxGone,
   successSchema,
 } from "./conversation.ts";
@@ -41,7 +41,10 @@ const route = createRoute({
     ...errorResponses,
     ...notFoundResponse,
     ...conflictResponse("`run` asked, but the conversation's sandbox was removed"),
-    ...enqueueFailedResponse,
+    503: {
+      description: "The job queue is unreachable: nothing stored, or (said in the message) stored without a run",
+      content: { "application/json": { schema: errorSchema } },
+    },
   },
 });
 
@@ -57,12 +60,17 @@ export const registerSendMessage = (router: Router, deps: ApiDeps) =>
       source: "user" as const,
       payload: { llm_message: { role: "user", content: body.content } },
     };
-    // The message and the run request stand or fall together: the job is added inside the
-    // transaction, so a Redis failure stores nothing (503); a commit failing after the add leaves
-    // a run with nothing new to answer, which does nothing.
-    await deps.db.transaction().execute(async (trx) => {
-      await eventsRepository(trx).append(conversation.id, [message]);
-      if (body.run) await enqueueOr503(deps, () => enqueueAgentRun(deps.queues, conversation.id));
-    });
+    // Fail fast, before storing anything, while the queue is unreachable.
+    if (body.run && deps.redis.status !== "ready") throw queueUnavailable();
+    // The message is committed before the run is asked for, so the run always sees it.
+    await eventsRepository(deps.db).append(conversation.id, [message]);
+    if (body.run) {
+      await enqueueOr503(deps, () => enqueueAgentRun(deps.queues, conversation.id)).catch(() => {
+        throw new AppError(
+          "service_unavailable",
+          "The message was stored, but the run could not be requested (job queue unreachable); POST /run to start it",
+        );
+      });
+    }
     return c.json({ success: true }, 200);
   });
