@@ -1,0 +1,141 @@
+import type { EventKind, EventSource, StoredEvent } from "@tern/core";
+import { describe, expect, it } from "vitest";
+import { buildHistory } from "./history.ts";
+import { analyzeRun } from "./run-state.ts";
+
+let seq = 0;
+const ev = (
+  kind: EventKind,
+  source: EventSource,
+  payload: Record<string, unknown>,
+  id = `e${seq + 1}`,
+): StoredEvent => {
+  seq += 1;
+  return { id, conversationId: "c", seq, kind, source, timestamp: new Date(seq * 1000).toISOString(), payload };
+};
+const user = (text: string) =>
+  ev("MessageEvent", "user", { llm_message: { role: "user", content: [{ type: "text", text }] } });
+const agent = (text: string, historySeq: number) =>
+  ev("MessageEvent", "agent", {
+    llm_message: { role: "assistant", content: [{ type: "text", text }] },
+    llm_response_id: `r${seq}`,
+    history_seq: historySeq,
+  });
+const running = () => ev("ConversationStateUpdateEvent", "environment", { key: "execution_status", value: "running" });
+const action = (id: string, response: string, command: string, tool = "terminal") =>
+  ev(
+    "ActionEvent",
+    "agent",
+    {
+      tool_name: tool,
+      tool_call_id: `call-${id}`,
+      thought: [],
+      action: { kind: "TerminalAction", command },
+      tool_call: { id: `call-${id}`, name: tool, arguments: JSON.stringify({ command }) },
+      llm_response_id: response,
+      history_seq: seq,
+    },
+    id,
+  );
+const observation = (actionId: string, text: string, tool = "terminal") =>
+  ev("ObservationEvent", "environment", {
+    tool_name: tool,
+    tool_call_id: `call-${actionId}`,
+    action_id: actionId,
+    observation: { content: [{ type: "text", text }] },
+  });
+
+describe("analyzeRun", () => {
+  it("lists an ActionEvent without its ObservationEvent as pending", () => {
+    seq = 0;
+    const events = [user("hi"), running(), action("a1", "r1", "ls"), observation("a1", "x"), action("a2", "r2", "pwd")];
+    const state = analyzeRun(events);
+    expect(state.pending.map((p) => p.event.id)).toEqual(["a2"]);
+    expect(state.done).toBe(false);
+    expect(state.iterations).toBe(2);
+  });
+
+  it("is done after the agent's answer, unless a user message came in after what the model had seen", () => {
+    seq = 0;
+    const answered = [user("q1"), running(), agent("a1", 2)];
+    expect(analyzeRun(answered).done).toBe(true);
+    expect(analyzeRun(answered).needsAgent).toBe(false);
+    seq = 0;
+    const late = [user("q1"), running(), user("q2"), agent("a1", 2)];
+    expect(analyzeRun(late).done).toBe(false);
+    expect(analyzeRun(late).needsAgent).toBe(true);
+  });
+
+  it("is done once every call of a response with finish has its result", () => {
+    seq = 0;
+    const events = [user("q"), running(), action("a1", "r1", "ls"), action("f1", "r1", "", "finish")];
+    expect(analyzeRun(events).done).toBe(false);
+    events.push(observation("a1", "x"), observation("f1", "bye", "finish"));
+    expect(analyzeRun(events).done).toBe(true);
+  });
+
+  it("sees a pause asked after the run started, not one from an earlier run", () => {
+    seq = 0;
+    const events = [
+      user("q"),
+      ev("PauseEvent", "user", {}),
+      running(),
+      action("a1", "r1", "ls"),
+      observation("a1", "x"),
+    ];
+    expect(analyzeRun(events).pauseRequested).toBe(false);
+    events.push(ev("PauseEvent", "user", {}));
+    expect(analyzeRun(events).pauseRequested).toBe(true);
+  });
+
+  it("is stuck after the same action and result four times, not three, nor when results differ", () => {
+    seq = 0;
+    const events = [user("q"), running()];
+    for (let i = 0; i < 3; i++) events.push(action(`a${i}`, `r${i}`, "ls"), observation(`a${i}`, "same"));
+    expect(analyzeRun(events).stuck).toBeNull();
+    events.push(action("a3", "r3", "ls"), observation("a3", "same"));
+    expect(analyzeRun(events).stuck).toMatch(/4 times/);
+    events.push(action("a4", "r4", "ls"), observation("a4", "different"));
+    expect(analyzeRun(events).stuck).toBeNull();
+  });
+
+  it("counts iterations of the current run only", () => {
+    seq = 0;
+    const events = [user("q"), running(), action("a1", "r1", "ls"), observation("a1", "x"), agent("done", 4)];
+    events.push(user("again"), running(), action("a2", "r9", "ls"));
+    expect(analyzeRun(events).iterations).toBe(1);
+  });
+});
+
+describe("buildHistory", () => {
+  it("gives a user message that arrived while results were outstanding after those results", () => {
+    seq = 0;
+    const events = [user("q"), action("a1", "r1", "ls"), user("meanwhile"), observation("a1", "files")];
+    const { messages } = buildHistory(events, []);
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "user"]);
+    expect(messages[3]).toMatchObject({ role: "user", text: "meanwhile" });
+  });
+
+  it("groups the calls of one response into one assistant message", () => {
+    seq = 0;
+    const events = [
+      user("q"),
+      action("a1", "r1", "ls"),
+      action("a2", "r1", "pwd"),
+      observation("a1", "x"),
+      observation("a2", "y"),
+    ];
+    const { messages } = buildHistory(events, []);
+    expect(messages[1]).toMatchObject({ role: "assistant", toolCalls: [{ id: "call-a1" }, { id: "call-a2" }] });
+    expect(messages.slice(2).map((m) => (m.role === "tool" ? m.toolCallId : null))).toEqual(["call-a1", "call-a2"]);
+  });
+
+  it("adds a triggered skill once, to the first user message naming its trigger", () => {
+    seq = 0;
+    const skill = { name: "db", triggers: ["postgres"], content: "Use psql.", source: "AGENTS.md" };
+    const { messages } = buildHistory([user("About Postgres?"), agent("ok", 1), user("postgres again")], [skill]);
+    expect(messages[0]).toMatchObject({ role: "user" });
+    expect(messages[0]?.role === "user" && messages[0].text).toContain("Use psql.");
+    expect(messages[2]?.role === "user" && messages[2].text).toBe("postgres again");
+  });
+});
