@@ -412,4 +412,53 @@ describe("agent runs, whatever the provider", () => {
     expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/job was lost/);
     expect(statusChanges(events)).toEqual(["error", "running", "finished"]);
   });
+
+  it("file_editor: create, insert, view a range, undo_edit, and a path outside the workspace refused", async () => {
+    const { conversationId, containerId } = await fx.newConversation({ message: "Edit files." });
+    const path = `${workspaceDir}/src/list.txt`;
+    fx.llm.push({
+      toolCalls: [
+        call("file_editor", { command: "create", path, file_text: "a\nb\nc" }),
+        call("file_editor", { command: "insert", path, insert_line: 1, new_str: "inserted" }),
+        call("file_editor", { command: "view", path, view_range: [2, 3] }),
+        call("file_editor", { command: "undo_edit", path }),
+        call("file_editor", { command: "view", path: "/etc/passwd" }),
+        call("file_editor", { command: "create", path, file_text: "again" }),
+      ],
+    });
+    fx.llm.push({ text: "done" });
+    await fx.run(conversationId, "anthropic");
+    const results = of(await fx.events(conversationId), "ObservationEvent").map(
+      (e) => e.payload.observation as { content: { text: string }[]; is_error: boolean },
+    );
+    expect(results.map((r) => r.is_error)).toEqual([false, false, false, false, true, true]);
+    expect(results[2]?.content[0]?.text).toMatch(/2\tinserted\n\s+3\tb/);
+    expect(results[4]?.content[0]?.text).toMatch(/outside the workspace/);
+    expect(results[5]?.content[0]?.text).toMatch(/already exists/);
+    expect(await fx.exec(containerId, `cat ${path}`)).toBe("a\nb\nc");
+  });
+
+  it("ends the run in error when the sandbox is removed while the agent works", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Work." });
+    const { removeConversationSandbox } = await import("../src/agent/remove-sandbox.ts");
+    fx.llm.push({
+      toolCalls: [call("terminal", { command: "echo never" })],
+      before: async () => {
+        await removeConversationSandbox(
+          {
+            db: fx.database.db,
+            sandboxes: fx.sandboxes,
+            logger: (await import("@tern/core")).createLogger("t", "silent"),
+          },
+          conversationId,
+        );
+      },
+    });
+    const { conversation } = await fx.run(conversationId, "openai");
+    expect(conversation.executionStatus).toBe("error");
+    expect(conversation.sandboxStatus).toBe("MISSING");
+    const events = await fx.events(conversationId);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/sandbox is gone/);
+    expect(of(events, "ObservationEvent")).toHaveLength(0);
+  });
 });
