@@ -1,6 +1,13 @@
 import { randomBytes } from "node:crypto";
 import type { Logger } from "@tern/core";
-import { type SandboxDriver, type SandboxInfo, SandboxLabel, type SandboxPool, type SandboxSpec } from "./driver.ts";
+import {
+  type ExecOptions,
+  type SandboxDriver,
+  type SandboxInfo,
+  SandboxLabel,
+  type SandboxPool,
+  type SandboxSpec,
+} from "./driver.ts";
 
 /** The worker instance whose pool made the container (see `PoolOwnerLabel` in the janitor). */
 export const PoolOwnerLabel = "tern.pool_owner";
@@ -19,6 +26,12 @@ export interface SandboxPoolOptions {
   ownerId: string;
   /** Image, limits, network and env of every pool container (names and labels are the pool's). */
   spec: Omit<SandboxSpec, "name" | "labels"> & { labels?: Record<string, string> };
+  /**
+   * Run in every container before it counts as warm (e.g. making the empty workspace a start
+   * without a repository needs), so a claim hands over a container that needs no exec of its own.
+   * A non-zero exit discards the container.
+   */
+  prepare?: ExecOptions;
   /**
    * Records the new owner of a claimed container, durably (the sandboxes row: Docker cannot
    * relabel a running container). Runs before `claim` resolves; when it throws, the container is
@@ -89,6 +102,10 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     const name = `${prefix}-${randomBytes(6).toString("hex")}`;
     try {
       const info = await driver.create({ ...opts.spec, name, labels: labels() });
+      if (opts.prepare && !stopped) {
+        const r = await driver.exec(info.id, opts.prepare);
+        if (r.exitCode !== 0) throw new Error(`warm-up exited ${r.exitCode}: ${(r.stderr || r.stdout).slice(-300)}`);
+      }
       if (stopped) {
         await driver.destroy(info.id).catch(() => undefined);
         return;

@@ -183,6 +183,32 @@ describe("warm sandbox pool", () => {
     expect(beats).toBe(after);
   });
 
+  it("prepares each container before it counts as warm, and discards one whose preparation fails", async () => {
+    const pool = createSandboxPool(
+      driver,
+      options("w-prep", {
+        size: 1,
+        prepare: { cmd: ["bash", "-c", "mkdir -p /workspace/ready && git -C /workspace/ready init -q"] },
+      }),
+    );
+    await pool.start();
+    await pool.whenFull();
+    const claimed = await pool.claim({ taskId: "t", sandboxId: "s" });
+    const r = await driver.exec((claimed as SandboxInfo).id, { cmd: ["test", "-d", "/workspace/ready/.git"] });
+    expect(r.exitCode).toBe(0);
+    await pool.stop();
+    await driver.destroy((claimed as SandboxInfo).id);
+
+    const failing = createSandboxPool(driver, options("w-prep-fail", { size: 1, prepare: { cmd: ["false"] } }));
+    await failing.start();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(failing.available()).toBe(0);
+    expect(await failing.claim({ taskId: "t", sandboxId: "s" })).toBeNull();
+    await failing.stop();
+    // Every failed attempt removed its container.
+    expect(await mine("w-prep-fail")).toEqual([]);
+  });
+
   it("with size 0 never creates a container and claims nothing", async () => {
     const pool = createSandboxPool(driver, options("w-zero", { size: 0 }));
     await pool.start();
