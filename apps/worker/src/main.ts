@@ -7,6 +7,7 @@ import Docker from "dockerode";
 import { loadWorkerConfig } from "./config.ts";
 import type { WorkerDeps } from "./deps.ts";
 import { markWorkerAlive, workerAliveKey } from "./liveness.ts";
+import { emptyWorkspaceWarmUp } from "./pipeline/prepare-repository.ts";
 import { runJanitor } from "./processors/janitor.ts";
 import { createShutdownManager } from "./shutdown.ts";
 import { startWorkers } from "./workers.ts";
@@ -66,6 +67,7 @@ const main = async () => {
             limits: { memoryMb: config.SANDBOX_MEMORY_MB, cpus: config.SANDBOX_CPUS, pids: config.SANDBOX_PIDS_LIMIT },
             network: config.SANDBOX_NETWORK,
           },
+          prepare: emptyWorkspaceWarmUp(),
           // Docker cannot relabel a running container: the sandboxes row says whose it is now.
           onClaim: async (info, owner) => {
             await sandboxesRepository(db).upsert({

@@ -17,12 +17,14 @@ export const acquireSandbox = async (ctx: StartContext): Promise<AcquiredSandbox
 
   let row = await sandboxes.findByTask(task.id);
   let containerId: string | null = null;
+  let emptyWorkspaceReady = false;
   if (!row && deps.pool) {
     // The pool's onClaim records the sandboxes row (this id, this task) before the claim returns.
     const sandboxId = newId();
     const warm = await deps.pool.claim({ taskId: task.id, sandboxId });
     if (warm) {
       containerId = warm.id;
+      emptyWorkspaceReady = true;
       row = await sandboxes.upsert({
         id: sandboxId,
         containerName: warm.name,
@@ -57,5 +59,5 @@ export const acquireSandbox = async (ctx: StartContext): Promise<AcquiredSandbox
   }
   await sandboxes.update(row.id, { status: "RUNNING", containerId });
   if (!(await startTasksRepository(deps.db).setSandbox(task.id, ctx.attempt, row.id))) throw new LostOwnership(task.id);
-  return { sandboxId: row.id, containerId, containerName: row.containerName };
+  return { sandboxId: row.id, containerId, containerName: row.containerName, emptyWorkspaceReady };
 };

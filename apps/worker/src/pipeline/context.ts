@@ -18,6 +18,8 @@ export interface AcquiredSandbox {
   sandboxId: string;
   containerId: string;
   containerName: string;
+  /** A warm pool container: its empty workspace was made ahead (the pool's `prepare`, emptyWorkspaceWarmUp). */
+  emptyWorkspaceReady?: boolean;
 }
 
 export interface Workspace {

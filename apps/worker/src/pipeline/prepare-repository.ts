@@ -1,4 +1,5 @@
 import { AppError } from "@tern/core";
+import type { ExecOptions } from "@tern/sandbox";
 import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
 import { cloneUrlOf, gitAuthEnv, type RepositorySpec, repositorySpecOf } from "./repository-spec.ts";
 
@@ -35,6 +36,11 @@ mkdir -p "$1"; cd "$1"
 [ -d .git ] || git init --quiet --initial-branch=main
 `;
 
+/** What the warm pool runs in each container ahead, so a start without a repository needs no exec. */
+export const emptyWorkspaceWarmUp = (): ExecOptions => ({
+  cmd: ["bash", "-c", `${INIT_SCRIPT}\n${IDENTITY_SCRIPT}`, "init", EMPTY_WORKSPACE],
+});
+
 /** Git's words for the faults that are the user's to fix; anything else is worth retrying. */
 const cloneFailure = (spec: RepositorySpec, output: string): Error => {
   if (/Remote branch .* not found|couldn't find remote ref/i.test(output)) {
@@ -55,13 +61,9 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
   // Validated again here, whatever the API accepted: the worker may be fed by other producers.
   const spec = repositorySpecOf(ctx.task.request);
   if (!spec) {
+    if (sandbox.emptyWorkspaceReady) return { dir: EMPTY_WORKSPACE, repository: null };
     // One exec: each costs tens of ms of the engine's time, and this is the whole stage here.
-    await execChecked(
-      ctx,
-      sandbox.containerId,
-      { cmd: ["bash", "-c", `${INIT_SCRIPT}\n${IDENTITY_SCRIPT}`, "init", EMPTY_WORKSPACE] },
-      "git init",
-    );
+    await execChecked(ctx, sandbox.containerId, emptyWorkspaceWarmUp(), "git init");
     return { dir: EMPTY_WORKSPACE, repository: null };
   }
   const dir = `/workspace/${spec.name}`;
