@@ -118,11 +118,11 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const conversation = await conversations.get(conversationId);
   if (!conversation) return { outcome: "skipped", reason: "no such conversation" };
 
+  // Cheap check first: a run waiting for another one is asked again every second or so.
+  const holder = await runs.activeRun(conversationId);
+  if (holder && holder !== runId) return { outcome: "busy", activeRunId: holder };
   // A new run with nothing to answer writes nothing (e.g. a second /run after the agent finished).
-  if (
-    (await runs.activeRun(conversationId)) !== runId &&
-    !analyzeRun(await events.listAll(conversationId)).needsAgent
-  ) {
+  if (holder !== runId && !analyzeRun(await events.listAll(conversationId)).needsAgent) {
     return { outcome: "skipped", reason: "nothing to answer" };
   }
 

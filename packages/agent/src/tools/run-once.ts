@@ -91,11 +91,19 @@ export const runOnce = async (input: RunOnceInput): Promise<RunOnceResult> => {
   const nl = out.indexOf("\n");
   const header = (nl < 0 ? out : out.slice(0, nl)).trim();
   const m = /^TERN_RESULT (\d+) (\d+)$/.exec(header);
+  if (header === "TERN_NO_RESULT") {
+    // The first execution started but never finished (its container restarted under it): running
+    // it again could repeat its effects, so the model is told instead.
+    return {
+      exitCode: -1,
+      output: "[This call was started earlier but its result was lost (the sandbox restarted?); it was not run again.]",
+      timedOut: false,
+      cutBytes: 0,
+    };
+  }
   if (!m) {
     throw new SandboxToolError(
-      header === "TERN_NO_RESULT"
-        ? "the tool's first execution never reported a result"
-        : `the sandbox did not run the tool (exit ${res.exitCode}): ${(res.stderr || out).slice(0, 500)}`,
+      `the sandbox did not run the tool (exit ${res.exitCode}): ${(res.stderr || out).slice(0, 500)}`,
     );
   }
   const exitCode = Number(m[1]);
