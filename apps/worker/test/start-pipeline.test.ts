@@ -1,6 +1,6 @@
 import { toHexId } from "@tern/core";
 import { conversationsRepository, eventsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
-import type { ServiceProcess } from "@tern/testing";
+import { type ServiceProcess, testDocker, testSandboxNetworkName } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allStages, createStartHarness, isInOrder, type StartHarness, uuidOf } from "./start-harness.ts";
 
@@ -86,6 +86,22 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
       "tern.sandbox_id": sandbox?.id,
     });
     const name = sandbox!.containerName;
+
+    // Hardened as configured: no capabilities, no privilege gain, limits, our network, no ports.
+    const inspected = await testDocker().getContainer(name).inspect();
+    expect(inspected.HostConfig).toMatchObject({
+      CapDrop: ["ALL"],
+      SecurityOpt: ["no-new-privileges:true"],
+      Memory: 512 * 1024 * 1024,
+      PidsLimit: 512,
+      NetworkMode: testSandboxNetworkName(),
+    });
+    expect(inspected.HostConfig.CapAdd ?? []).toEqual([]);
+    expect(inspected.HostConfig.Privileged).toBe(false);
+    expect(inspected.Config.User).toBe("agent");
+    expect(inspected.NetworkSettings.Ports ?? {}).toEqual({});
+    const whoami = await h.execIn(name, "id -un; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status");
+    expect(whoami.output).toMatch(/^agent\nCapEff:\s+0+\nNoNewPrivs:\s+1\n$/);
 
     // The clone: the right branch, shallow, and no token anywhere in its config.
     const clone = await h.execIn(
