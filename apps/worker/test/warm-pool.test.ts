@@ -22,6 +22,16 @@ const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30
   }
 };
 
+/** Warm and ready to claim: running, and the pool's warm-up (the empty workspace) done. */
+const warmReady = async (owner: string, n: number): Promise<boolean> => {
+  const running = (await poolOf(owner)).filter((c) => c.State === "running");
+  if (running.length !== n) return false;
+  for (const c of running) {
+    if ((await h.execIn(nameOf(c), "test -d /workspace/project/.git")).exitCode !== 0) return false;
+  }
+  return true;
+};
+
 /** Containers of one worker's pool (claimed or not: Docker cannot relabel a running container). */
 const poolOf = async (owner: string) =>
   (await h.containers()).filter((c) => c.Labels[SandboxLabel.Pool] === "1" && c.Labels[PoolOwnerLabel] === owner);
@@ -41,10 +51,7 @@ describe("warm sandbox pool in the worker", () => {
   it("starts take warm containers, one each, recorded for their task; the pool refills; shutdown removes only the unclaimed", async () => {
     const { userId } = await h.newUser();
     const worker = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w1" });
-    await until(
-      "two warm containers",
-      async () => (await poolOf("pool-w1")).filter((c) => c.State === "running").length === 2,
-    );
+    await until("two warm containers", () => warmReady("pool-w1", 2));
     const warm = new Set((await poolOf("pool-w1")).map(nameOf));
 
     const a = await h.enqueueDirect(userId, { title: "a" });
@@ -78,10 +85,7 @@ describe("warm sandbox pool in the worker", () => {
   }, async () => {
     const { userId } = await h.newUser();
     const crashing = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w2" });
-    await until(
-      "two warm containers",
-      async () => (await poolOf("pool-w2")).filter((c) => c.State === "running").length === 2,
-    );
+    await until("two warm containers", () => warmReady("pool-w2", 2));
     const task = await h.enqueueDirect(userId, { title: "claimed" });
     expect((await h.waitForTask(task)).task.status).toBe("READY");
     const claimed = await containerOfTask(task);
