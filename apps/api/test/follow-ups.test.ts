@@ -28,18 +28,43 @@ afterAll(async () => {
 });
 
 /** A worker process on the test's database and Redis prefix, speaking to the scripted LLM as `provider`. */
-const startWorker = async (provider: "openai" | "anthropic") => {
+const startWorker = async (provider: "openai" | "anthropic" | "none") => {
   await worker?.stop();
   worker = await startService("worker", {
     DATABASE_URL: api.database.url,
     REDIS_URL: testRedisUrl(),
     REDIS_PREFIX: api.prefix,
     SANDBOX_POOL_SIZE: "0",
-    LLM_PROVIDER: provider,
-    LLM_BASE_URL: provider === "openai" ? llm.openaiBaseUrl : llm.anthropicBaseUrl,
-    LLM_API_KEY: "test-key",
-    LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
+    ...(provider === "none"
+      ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "" }
+      : {
+          LLM_PROVIDER: provider,
+          LLM_BASE_URL: provider === "openai" ? llm.openaiBaseUrl : llm.anthropicBaseUrl,
+          LLM_API_KEY: "test-key",
+          LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
+        }),
   });
+};
+
+/** Starts a conversation through the API and follows its task until READY; returns the conversation id. */
+const startConversation = async (text: string, run: boolean): Promise<string> => {
+  const task = await json<{ id: string }>(
+    await api.call("/api/v1/app-conversations", {
+      method: "POST",
+      key,
+      json: { initial_message: { role: "user", content: [{ type: "text", text }], run } },
+    }),
+  );
+  let id = "";
+  await eventually(async () => {
+    const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
+      await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
+    );
+    if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
+    id = t?.app_conversation_id ?? "";
+    return t?.status === "READY";
+  }, 60_000);
+  return id;
 };
 
 interface ConversationRecord {
@@ -149,21 +174,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
       },
       { text: "Created notes.txt." },
     );
-    const task = await json<{ id: string }>(
-      await api.call("/api/v1/app-conversations", {
-        method: "POST",
-        key,
-        json: { initial_message: { role: "user", content: [{ type: "text", text: "Create notes.txt" }], run: true } },
-      }),
-    );
-    await eventually(async () => {
-      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      conversationId = t?.app_conversation_id ?? "";
-      return t?.status === "READY";
-    }, 60_000);
+    conversationId = await startConversation("Create notes.txt", true);
     const c = await settle(conversationId);
     expect(c.execution_status).toBe("finished");
     expect(llm.requests.at(-1)?.provider).toBe(provider);
@@ -317,5 +328,28 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
     expect((await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key })).status).toBe(409);
     // A second DELETE is harmless.
     expect((await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })).status).toBe(200);
+  });
+});
+
+describe("without an LLM configured", () => {
+  beforeAll(async () => {
+    await startWorker("none");
+  });
+
+  it("the conversation still reaches READY; its run ends at once with an AgentErrorEvent saying how to configure one", async () => {
+    const asked = llm.requests.length;
+    const id = await startConversation("Hello?", true);
+    await eventually(async () => (await conversation(id)).execution_status === "error", 30_000);
+    const events = await allEvents(id);
+    const error = events.find((e) => e.kind === "AgentErrorEvent");
+    expect(error?.source).toBe("agent");
+    expect(String(error?.error)).toMatch(/LLM_PROVIDER/);
+    expect(String(error?.error)).toMatch(/LLM_API_KEY/);
+    expect(events.filter((e) => e.kind === "ConversationStateUpdateEvent").map((e) => e.value)).toEqual([
+      "running",
+      "error",
+    ]);
+    expect((await conversation(id)).sandbox_status).toBe("RUNNING");
+    expect(llm.requests.length).toBe(asked);
   });
 });

@@ -53,7 +53,9 @@ const toWire = (messages: LlmMessage[]): MessageParam[] => {
   const out: MessageParam[] = [];
   for (const m of messages) {
     const role = m.role === "assistant" ? "assistant" : "user";
-    const blocks = blocksOf(m);
+    // Anthropic refuses empty text blocks and empty messages (an agent answer of nothing, say).
+    const blocks = blocksOf(m).filter((b) => b.type !== "text" || b.text !== "");
+    if (blocks.length === 0) continue;
     const last = out.at(-1);
     if (last && last.role === role && Array.isArray(last.content)) last.content.push(...blocks);
     else out.push({ role, content: blocks });

@@ -25,7 +25,8 @@ const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
     case "assistant":
       return {
         role: "assistant",
-        content: m.text || null,
+        // null only beside tool calls: an assistant message needs one or the other.
+        content: m.text || (m.toolCalls.length ? null : ""),
         ...(m.toolCalls.length
           ? {
               tool_calls: m.toolCalls.map((c) => ({
