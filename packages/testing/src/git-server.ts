@@ -66,6 +66,8 @@ const authorized = (req: IncomingMessage, token: string | undefined): boolean =>
 const serveCgi = (root: string, req: IncomingMessage, res: ServerResponse) => {
   const url = new URL(req.url ?? "/", "http://x");
   const child = spawn("git", ["http-backend"], {
+    // Its stderr is not read: ignored, so a chatty backend never blocks on a full pipe.
+    stdio: ["pipe", "pipe", "ignore"],
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       GIT_PROJECT_ROOT: root,
@@ -82,6 +84,8 @@ const serveCgi = (root: string, req: IncomingMessage, res: ServerResponse) => {
       HTTP_CONTENT_ENCODING: String(req.headers["content-encoding"] ?? ""),
     },
   });
+  // A backend that answers before reading the whole request (an error) closes its stdin early.
+  child.stdin.on("error", () => undefined);
   req.pipe(child.stdin);
   let head = Buffer.alloc(0);
   let headersDone = false;
