@@ -25,6 +25,11 @@ describe("with a warm pool", () => {
     const deadline = Date.now() + 30_000;
     while ((await warm()).length < 2 && Date.now() < deadline) await sleep(100);
     expect((await warm()).map((c) => c.Labels[PoolOwnerLabel])).toEqual(["pooled", "pooled"]);
+    // Warm means warmed up too: the pool makes the empty workspace before it hands a container out.
+    for (const c of await warm()) {
+      while ((await h.execIn(c.Names[0]?.slice(1) ?? "", "test -d /workspace/project/.git")).exitCode !== 0)
+        await sleep(50);
+    }
 
     const { userId } = await h.newUser();
     const taskId = await h.enqueueDirect(userId, {});
