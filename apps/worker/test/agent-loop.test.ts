@@ -168,6 +168,15 @@ describe.each<Provider>(["openai", "anthropic"])("agent loop with %s", (provider
     expect(conversation.metrics.llm_calls).toBe(1);
   });
 
+  it("retries a rate limit (429) with backoff", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Say hi." });
+    const before = fx.llm.requests.length;
+    fx.llm.push({ error: { status: 429, message: "slow down" } }, { text: "hi" });
+    const { conversation } = await fx.run(conversationId, provider);
+    expect(conversation.executionStatus).toBe("finished");
+    expect(fx.llm.requests.length - before).toBe(2);
+  });
+
   it("ends in error with an AgentErrorEvent when the LLM keeps failing", async () => {
     const { conversationId } = await fx.newConversation({ message: "Say hi." });
     fx.llm.push({ error: { status: 401, message: "bad key" } });
