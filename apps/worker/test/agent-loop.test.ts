@@ -447,6 +447,18 @@ describe("agent runs, whatever the provider", () => {
     expect(await fx.exec(containerId, `cat ${path}`)).toBe("a\nb\nc");
   });
 
+  it("creates a file larger than a program travels inline (uploaded first, still run once)", async () => {
+    const { conversationId, containerId } = await fx.newConversation({ message: "Big file." });
+    const big = `${"x".repeat(99)}\n`.repeat(1500); // 150 000 bytes
+    fx.llm.push(
+      { toolCalls: [call("file_editor", { command: "create", path: `${workspaceDir}/big.txt`, file_text: big })] },
+      { text: "done" },
+    );
+    const { conversation } = await fx.run(conversationId, "openai");
+    expect(conversation.executionStatus).toBe("finished");
+    expect((await fx.exec(containerId, `wc -c < ${workspaceDir}/big.txt`)).trim()).toBe("150000");
+  });
+
   it("ends the run in error when the sandbox is removed while the agent works", async () => {
     const { conversationId } = await fx.newConversation({ message: "Work." });
     const { removeConversationSandbox } = await import("../src/agent/remove-sandbox.ts");

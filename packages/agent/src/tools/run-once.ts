@@ -17,7 +17,8 @@ set -u
 d="$TERN_STATE/run/$TERN_ACTION_ID"
 mkdir -p "$TERN_STATE/run"
 if mkdir "$d" 2>/dev/null; then
-  ( cd "$TERN_CWD" 2>/dev/null || cd /; exec timeout -s TERM -k 5 "$TERN_TIMEOUT" $TERN_INTERPRETER "$TERN_STATE/in/$TERN_ACTION_ID/program" ) > "$d/output" 2>&1 < /dev/null
+  if [ "$TERN_INLINE" = 1 ]; then printf '%s' "$TERN_PROGRAM" > "$d/program"; else cp "$TERN_STATE/in/$TERN_ACTION_ID/program" "$d/program"; fi
+  ( cd "$TERN_CWD" 2>/dev/null || cd /; exec timeout -s TERM -k 5 "$TERN_TIMEOUT" $TERN_INTERPRETER "$d/program" ) > "$d/output" 2>&1 < /dev/null
   echo $? > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 fi
 n=0
@@ -67,11 +68,17 @@ export class SandboxToolError extends Error {
   }
 }
 
+/** Programs up to this size travel in the exec's environment (one Docker call); larger ones are uploaded first. */
+const inlineProgramBytes = 64 * 1024;
+
 export const runOnce = async (input: RunOnceInput): Promise<RunOnceResult> => {
-  // Writing the program again on a resume is harmless: same action, same program.
-  await input.sandbox.upload(input.containerId, `${toolStateDir}/in/${input.actionId}`, [
-    { path: "program", content: input.program, mode: 0o600 },
-  ]);
+  const inline = Buffer.byteLength(input.program) <= inlineProgramBytes && !input.program.includes("\0");
+  if (!inline) {
+    // Writing the program again on a resume is harmless: same action, same program.
+    await input.sandbox.upload(input.containerId, `${toolStateDir}/in/${input.actionId}`, [
+      { path: "program", content: input.program, mode: 0o600 },
+    ]);
+  }
   const cut = `TERN_CUT_${randomBytes(8).toString("hex")}`;
   const res = await input.sandbox.exec(input.containerId, {
     cmd: ["bash", "-c", wrapper],
@@ -83,6 +90,8 @@ export const runOnce = async (input: RunOnceInput): Promise<RunOnceResult> => {
       TERN_TIMEOUT: String(input.timeoutSec),
       TERN_MAX: String(input.maxOutputBytes),
       TERN_CUT: cut,
+      TERN_INLINE: inline ? "1" : "0",
+      ...(inline ? { TERN_PROGRAM: input.program } : {}),
     },
     timeoutMs: (input.timeoutSec + 30) * 1000,
     maxOutputBytes: input.maxOutputBytes + 4096,
