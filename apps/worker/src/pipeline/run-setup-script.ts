@@ -4,6 +4,8 @@ import { type AcquiredSandbox, LostOwnership, lastLines, type StartContext, type
 
 export const SETUP_SCRIPT = ".openhands/setup.sh";
 const MAX_KEPT_OUTPUT = 64 * 1024;
+/** What RUN_SCRIPT prints when the repository has no setup script: one exec finds out and runs it. */
+const NO_SCRIPT = "tern: no setup script";
 
 /**
  * Runs the script once per sandbox: under a lock, and remembered as done, so an attempt that
@@ -11,6 +13,7 @@ const MAX_KEPT_OUTPUT = 64 * 1024;
  * Its output (stdout and stderr together) is also kept in the sandbox, for that second attempt.
  */
 const RUN_SCRIPT = `
+[ -f "$1" ] || { printf '%s' '${NO_SCRIPT}'; exit 0; }
 state="$HOME/.tern"; mkdir -p "$state"
 exec 9>"$state/setup.lock"; flock 9
 if [ -f "$state/setup.done" ]; then cat "$state/setup.log"; exit 0; fi
@@ -30,11 +33,6 @@ export const runSetupScript = async (
   const { deps } = ctx;
   // An empty workspace made by PREPARING_REPOSITORY has no script: no exec to find that out.
   if (!workspace.repository) return { ran: false, output: "" };
-  const present = await deps.sandboxes.exec(sandbox.containerId, {
-    cmd: ["test", "-f", SETUP_SCRIPT],
-    cwd: workspace.dir,
-  });
-  if (present.exitCode !== 0) return { ran: false, output: "" };
 
   const limitSeconds = deps.config.SETUP_SCRIPT_TIMEOUT;
   const r = await deps.sandboxes.exec(sandbox.containerId, {
@@ -43,6 +41,7 @@ export const runSetupScript = async (
     timeoutMs: limitSeconds * 1000,
     maxOutputBytes: MAX_KEPT_OUTPUT,
   });
+  if (r.exitCode === 0 && r.stdout === NO_SCRIPT && !r.stderr) return { ran: false, output: "" };
   const output = r.stdout + r.stderr;
   if (!(await startTasksRepository(deps.db).setSetupOutput(ctx.task.id, ctx.attempt, output))) {
     throw new LostOwnership(ctx.task.id);
