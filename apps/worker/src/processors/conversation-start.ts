@@ -29,7 +29,8 @@ const TASK_VISIBLE_WAIT_MS = 3_000;
 const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: number) => {
   const tasks = startTasksRepository(deps.db);
   const deadline = Date.now() + TASK_VISIBLE_WAIT_MS;
-  for (let wait = 10; ; wait = Math.min(wait * 2, 250)) {
+  // The API commits a moment after its job is added: look again soon, then back off.
+  for (let wait = 2; ; wait = Math.min(wait * 2, 250)) {
     const claimed = await tasks.claim(taskId, attempt);
     if (claimed) return claimed;
     const seen = await tasks.get(taskId);
