@@ -61,7 +61,7 @@ const runQuick = () =>
   });
 
 describe("pnpm bench --quick", () => {
-  it("runs every row small, prints the table and writes the results JSON", { timeout: 240_000 }, async () => {
+  it("runs every row small, prints the table and writes the results JSON", { timeout: 420_000 }, async () => {
     const { code, output } = await runQuick();
     expect(output, output).not.toMatch(/failed sections/);
     expect(code, output).toBe(0);

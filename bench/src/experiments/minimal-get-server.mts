@@ -1,3 +1,4 @@
+/** The server of minimal-get.mts: Hono + pg, the API's two queries, nothing else. */
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import pg from "pg";

@@ -1,8 +1,13 @@
+/**
+ * Experiment (not part of `pnpm bench`): how many of the batch GET's queries per second a pg.Pool
+ * gets through with 32 in flight, unnamed and as named (prepared) statements.
+ * Usage: node --import tsx bench/src/experiments/query-rates.mts
+ */
 import { randomUUID } from "node:crypto";
 import { hashApiKey } from "@tern/core";
 import { createTestDatabase } from "@tern/testing";
 import pg from "pg";
-import { createKey } from "./services.ts";
+import { createKey } from "../services.ts";
 
 const db = await createTestDatabase();
 const { key, userId } = await createKey(db.url);

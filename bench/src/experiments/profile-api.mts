@@ -1,7 +1,7 @@
 /**
  * Profiling aid (not part of `pnpm bench`): runs the batch GET load against an API started with
  * `--cpu-prof`, then prints the hottest functions of the API process by self time.
- * Usage: node --import tsx bench/src/profile-api.ts [seconds]
+ * Usage: node --import tsx bench/src/experiments/profile-api.mts [seconds]
  */
 
 import { spawn } from "node:child_process";
@@ -9,8 +9,8 @@ import { once } from "node:events";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { freePort, repoRoot, type ServiceProcess } from "@tern/testing";
-import { createContext } from "./context.ts";
-import { conversationsGetRows } from "./rows/conversations-get.ts";
+import { createContext } from "../context.ts";
+import { conversationsGetRows } from "../rows/conversations-get.ts";
 
 interface ProfileNode {
   id: number;
