@@ -459,6 +459,22 @@ describe("agent runs, whatever the provider", () => {
     expect((await fx.exec(containerId, `wc -c < ${workspaceDir}/big.txt`)).trim()).toBe("150000");
   });
 
+  it("ends the run in error, not in retries, when the container is gone behind our back", async () => {
+    const { conversationId, containerId } = await fx.newConversation({ message: "Work." });
+    await fx.sandboxes.destroy(containerId);
+    fx.llm.push({ toolCalls: [call("terminal", { command: "echo never" })] });
+    const { conversation } = await fx.run(conversationId, "openai");
+    expect(conversation.executionStatus).toBe("error");
+    const events = await fx.events(conversationId);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/sandbox is gone/);
+    const run = await fx.database.db
+      .selectFrom("agent_runs")
+      .select("attempts")
+      .where("conversation_id", "=", conversationId)
+      .executeTakeFirstOrThrow();
+    expect(run.attempts).toBe(1);
+  });
+
   it("ends the run in error when the sandbox is removed while the agent works", async () => {
     const { conversationId } = await fx.newConversation({ message: "Work." });
     const { removeConversationSandbox } = await import("../src/agent/remove-sandbox.ts");

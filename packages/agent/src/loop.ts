@@ -23,7 +23,7 @@ import { executeTool } from "./tools/execute.ts";
 
 export interface AgentRunDeps {
   db: Kysely<Database>;
-  sandboxes: Pick<SandboxDriver, "exec" | "upload">;
+  sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect">;
   settings: LlmSettings & { MAX_ITERATIONS: number };
   logger: Logger;
   llmOptions?: LlmClientOptions;
@@ -156,13 +156,27 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             return await end("error", [agentError("The conversation's sandbox is gone; tools cannot run any more.")]);
           }
           const { kind: _kind, ...args } = payload.action;
-          const result = await executeTool(payload.tool_name as ToolName, args as never, {
-            sandbox: deps.sandboxes,
-            containerId: containerId ?? "",
-            workspaceDir: conversation.workspaceDir,
-            actionId: event.id,
-            maxOutputBytes: deps.maxToolOutputBytes ?? 30_000,
-          });
+          let result: Awaited<ReturnType<typeof executeTool>>;
+          try {
+            result = await executeTool(payload.tool_name as ToolName, args as never, {
+              sandbox: deps.sandboxes,
+              containerId: containerId ?? "",
+              workspaceDir: conversation.workspaceDir,
+              actionId: event.id,
+              maxOutputBytes: deps.maxToolOutputBytes ?? 30_000,
+            });
+          } catch (err) {
+            // A container that is gone or stopped will not come back by retrying: end the run.
+            // Anything else (a Docker hiccup) is thrown, and the job's retry resumes the run.
+            const info = containerId ? await deps.sandboxes.inspect(containerId).catch(() => undefined) : null;
+            if (info === undefined || info?.state === "running") throw err;
+            log.warn({ err, state: info?.state ?? "missing" }, "sandbox not running");
+            return await end("error", [
+              agentError(
+                `The conversation's sandbox is ${info ? `not running (${info.state})` : "gone"}; tools cannot run any more.`,
+              ),
+            ]);
+          }
           await runs.append(lease, [
             {
               kind: "ObservationEvent",

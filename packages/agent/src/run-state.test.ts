@@ -99,6 +99,24 @@ describe("analyzeRun", () => {
     expect(analyzeRun(events).stuck).toBeNull();
   });
 
+  it("is stuck after the same invalid call with the same error three times", () => {
+    seq = 0;
+    const events = [user("q"), running()];
+    const bad = (i: number) =>
+      ev("AgentErrorEvent", "agent", {
+        tool_name: "terminal",
+        tool_call_id: `bad-${i}`,
+        tool_call: { id: `bad-${i}`, name: "terminal", arguments: "{}" },
+        llm_response_id: `rb${i}`,
+        history_seq: seq,
+        error: "Invalid arguments for terminal: command: required",
+      });
+    events.push(bad(1), bad(2));
+    expect(analyzeRun(events).stuck).toBeNull();
+    events.push(bad(3));
+    expect(analyzeRun(events).stuck).toMatch(/same invalid tool call 3 times/);
+  });
+
   it("counts iterations of the current run only", () => {
     seq = 0;
     const events = [user("q"), running(), action("a1", "r1", "ls"), observation("a1", "x"), agent("done", 4)];
