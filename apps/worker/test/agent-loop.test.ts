@@ -384,9 +384,15 @@ describe("agent runs, whatever the provider", () => {
     await reached;
     await fx.sayToAgent(conversationId, "Second question.");
     const second = await enqueueAgentRun(fx.queues, conversationId);
-    await new Promise((r) => setTimeout(r, 1_500)); // the second job tried and was put back
+    // The second job tried, found the conversation held, and was put back (delayed) to try again.
+    const secondJob = `run-${conversationId}-${second}`;
+    let state = "";
+    for (let i = 0; i < 400 && state !== "delayed"; i++) {
+      state = await fx.queues.agentRun.getJobState(secondJob);
+      if (state !== "delayed") await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(state).toBe("delayed");
     expect(await fx.runs.activeRun(conversationId)).toBe(first);
-    expect(await fx.queues.agentRun.getJobState(`run-${conversationId}-${second}`)).toBe("delayed");
     release();
     // The first run saw that its answer did not cover the second question and asked the model again.
     const conversation = await fx.waitForRun(conversationId, first);
