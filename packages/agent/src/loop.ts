@@ -53,8 +53,18 @@ const issuesText = (error: z.ZodError): string =>
   error.issues.map((i) => `${i.path.length ? `${i.path.join(".")}: ` : ""}${i.message}`).join("; ");
 
 /** One event per tool call of a response: an ActionEvent, or an AgentErrorEvent the model will read. */
+/** Some OpenAI-compatible servers send calls without ids, or the same id twice: every call needs its own. */
+const withUniqueIds = (calls: ToolCall[]): ToolCall[] => {
+  const seen = new Set<string>();
+  return calls.map((c) => {
+    const id = c.id && !seen.has(c.id) ? c.id : `call_${randomUUID().replaceAll("-", "")}`;
+    seen.add(id);
+    return id === c.id ? c : { ...c, id };
+  });
+};
+
 export const toolCallEvents = (response: LlmResponse, responseId: string, historySeq: number): EventDraft[] =>
-  response.toolCalls.map((call: ToolCall, i): EventDraft => {
+  withUniqueIds(response.toolCalls).map((call: ToolCall, i): EventDraft => {
     const thought = i === 0 && response.text ? [{ type: "text" as const, text: response.text }] : [];
     const fail = (error: string): EventDraft => ({
       kind: "AgentErrorEvent",
