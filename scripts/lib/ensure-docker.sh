@@ -9,31 +9,13 @@
 #
 # Idempotent; prints nothing (to stderr, prefixed [tern]) unless it does work.
 set -euo pipefail
-
-log() { printf '[tern] %s\n' "$*" >&2; }
-die() { printf '[tern] error: %s\n' "$*" >&2; exit 1; }
-have() { command -v "$1" >/dev/null 2>&1; }
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+INSTALL_HINT="run a Docker engine and set DOCKER_HOST"
 
 LOG_FILE=/var/log/tern-dockerd.log
 PID_FILE=/var/run/tern-dockerd.pid
 WAIT_SECONDS=60
-
-# apt-get install, with `apt-get update` only when the first attempt fails.
-apt_install() {
-  local out
-  out="$(mktemp)"
-  log "installing $* (apt-get)"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >"$out" 2>&1; then
-    log "apt-get install failed; running apt-get update and retrying"
-    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; } >"$out" 2>&1; then
-      tail -n 30 "$out" >&2
-      rm -f "$out"
-      die "could not install $*"
-    fi
-  fi
-  rm -f "$out"
-}
 
 docker_ok() { have docker && timeout 15 docker info >/dev/null 2>&1; }
 

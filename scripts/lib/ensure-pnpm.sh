@@ -8,12 +8,10 @@
 #
 # Idempotent; prints nothing (to stderr, prefixed [tern]) unless it does work.
 set -euo pipefail
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PNPM_VERSION=10.34.8
-
-log() { printf '[tern] %s\n' "$*" >&2; }
-die() { printf '[tern] error: %s\n' "$*" >&2; exit 1; }
-have() { command -v "$1" >/dev/null 2>&1; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 

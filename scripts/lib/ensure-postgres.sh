@@ -8,31 +8,9 @@
 #
 # Idempotent; prints nothing (to stderr, prefixed [tern]) unless it does work.
 set -euo pipefail
-
-log() { printf '[tern] %s\n' "$*" >&2; }
-die() { printf '[tern] error: %s\n' "$*" >&2; exit 1; }
-have() { command -v "$1" >/dev/null 2>&1; }
-
-# apt-get install, with `apt-get update` only when the first attempt fails.
-apt_install() {
-  [ "$(id -u)" -eq 0 ] || die "need root to install $* (or install it yourself / set DATABASE_URL)"
-  have apt-get || die "apt-get not found; install $* yourself (or set DATABASE_URL)"
-  local out
-  out="$(mktemp)"
-  log "installing $* (apt-get)"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >"$out" 2>&1; then
-    log "apt-get install failed; running apt-get update and retrying"
-    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; } >"$out" 2>&1; then
-      tail -n 30 "$out" >&2
-      rm -f "$out"
-      die "could not install $*"
-    fi
-  fi
-  rm -f "$out"
-}
-
-redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#' <<<"$1"; }
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+INSTALL_HINT="set DATABASE_URL"
 
 # ---------------------------------------------------------------- remote ----
 if [ -n "${DATABASE_URL:-}" ]; then

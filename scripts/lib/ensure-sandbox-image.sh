@@ -11,10 +11,8 @@
 #
 # Idempotent; prints nothing (to stderr, prefixed [tern]) unless it does work.
 set -euo pipefail
-
-log() { printf '[tern] %s\n' "$*" >&2; }
-die() { printf '[tern] error: %s\n' "$*" >&2; exit 1; }
-have() { command -v "$1" >/dev/null 2>&1; }
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 RECIPE="$ROOT/docker/sandbox"
