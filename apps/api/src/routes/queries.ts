@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { decodePageCursor, encodePageCursor } from "../page-cursor.ts";
 
 export const MAX_BATCH_IDS = 100;
 export const MAX_PAGE_SIZE = 100;
@@ -48,3 +49,26 @@ export const pageSchema = <T extends z.ZodType>(item: T, name: string) =>
 
 /** A listing's keyset position: the (created_at, id) of the last item it returned. */
 export const createdPosition = z.object({ t: z.string().min(1), id: z.uuid() });
+
+/**
+ * One page of a newest-first listing: decodes `page_id` (signed, bound to `scope`), asks `fetch`
+ * for up to limit + 1 rows after that position, and signs the next position when there is more.
+ */
+export const newestFirstPage = async <Row extends { createdAt: string; id: string }, Item>(opts: {
+  secret: string;
+  scope: string;
+  limit: number;
+  pageId: string | undefined;
+  fetch: (after: { createdAt: string; id: string } | null) => Promise<Row[]>;
+  toItem: (row: Row) => Item;
+}): Promise<{ items: Item[]; next_page_id: string | null }> => {
+  const after = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, createdPosition) : null;
+  const rows = await opts.fetch(after && { createdAt: after.t, id: after.id });
+  const page = rows.slice(0, opts.limit);
+  const last = page.at(-1);
+  const next =
+    rows.length > opts.limit && last
+      ? encodePageCursor(opts.secret, opts.scope, { t: last.createdAt, id: last.id })
+      : null;
+  return { items: page.map(opts.toItem), next_page_id: next };
+};

@@ -1,8 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { conversationsRepository } from "@tern/db";
 import type { ApiDeps } from "../../deps.ts";
-import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
-import { createdPosition, pageQuery, pageSchema } from "../queries.ts";
+import { newestFirstPage, pageQuery, pageSchema } from "../queries.ts";
 import { conversationRecordSchema, errorResponses, toConversationRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
@@ -25,20 +24,13 @@ export const registerSearchConversations = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const { limit, page_id } = c.req.valid("query");
     const userId = c.get("principal").userId;
-    const scope = `app-conversations:${userId}`;
-    const after = page_id ? decodePageCursor(deps.config.cursorSecret, scope, page_id, createdPosition) : null;
-    const rows = await conversationsRepository(deps.db).searchForUser(userId, {
+    const page = await newestFirstPage({
+      secret: deps.config.cursorSecret,
+      scope: `app-conversations:${userId}`,
       limit,
-      after: after && { createdAt: after.t, id: after.id },
+      pageId: page_id,
+      fetch: (after) => conversationsRepository(deps.db).searchForUser(userId, { limit, after }),
+      toItem: (conv) => toConversationRecord(conv, deps.config.publicUrl),
     });
-    const items = rows.slice(0, limit);
-    const last = items.at(-1);
-    const next =
-      rows.length > limit && last
-        ? encodePageCursor(deps.config.cursorSecret, scope, { t: last.createdAt, id: last.id })
-        : null;
-    return c.json(
-      { items: items.map((conv) => toConversationRecord(conv, deps.config.publicUrl)), next_page_id: next },
-      200,
-    );
+    return c.json(page, 200);
   });
