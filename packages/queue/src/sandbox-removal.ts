@@ -7,7 +7,10 @@ import type { Queues } from "./queues.ts";
  */
 export const removeSandboxJobName = "remove-sandbox";
 
-/** Idempotent: one removal job per conversation at a time (the job id is derived from it). */
+/**
+ * Asks a worker to remove the sandbox. Removal is idempotent, so no job id is fixed: a DELETE
+ * repeated after a failed removal (Docker down, attempts spent) gets a fresh job.
+ */
 export const enqueueSandboxRemoval = async (
   queues: Pick<Queues, "agentRun">,
   conversationId: string,
@@ -15,6 +18,6 @@ export const enqueueSandboxRemoval = async (
   await queues.agentRun.add(
     removeSandboxJobName,
     { conversationId, runId: conversationId },
-    { attempts: 5, backoff: { type: "exponential", delay: 1_000 }, jobId: `remove-sandbox-${conversationId}` },
+    { attempts: 5, backoff: { type: "exponential", delay: 1_000 } },
   );
 };
