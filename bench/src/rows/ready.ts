@@ -19,23 +19,20 @@ const REPO_FILES = {
   ".openhands/setup.sh": SETUP_SCRIPT,
 };
 
-/** Floor of a plain start: raw dockerode create + start + one exec, one after another. */
-const rawStarts = async (ctx: BenchContext, n: number, network: string): Promise<LatencySummary> => {
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t = performance.now();
-    const c = await createAndStart(ctx.docker, {
-      image: ctx.image,
-      name: `tern-bench-raw-${ctx.runId}-${i}`,
-      runId: ctx.runId,
-      network,
-    });
-    const r = await execRaw(c, ["true"], { user: "agent" });
-    samples.push(since(t));
-    if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
-    await c.remove({ force: true });
-  }
-  return summarize(samples);
+/** One floor sample of a plain start: raw dockerode create + start + one exec (ms); removed afterwards. */
+const rawStartOnce = async (ctx: BenchContext, i: number, network: string): Promise<number> => {
+  const t = performance.now();
+  const c = await createAndStart(ctx.docker, {
+    image: ctx.image,
+    name: `tern-bench-raw-${ctx.runId}-${i}`,
+    runId: ctx.runId,
+    network,
+  });
+  const r = await execRaw(c, ["true"], { user: "agent" });
+  const ms = since(t);
+  if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
+  await c.remove({ force: true });
+  return ms;
 };
 
 /** Floor of start throughput: raw create + start + one exec, `parallel` at a time; starts per second. */
@@ -62,47 +59,46 @@ const rawThroughput = async (ctx: BenchContext, n: number, parallel: number, net
   return rate;
 };
 
-/** Floor of a start with a repository: raw container + git clone + sh setup.sh, via dockerode. */
-const rawRepoStarts = async (
-  ctx: BenchContext,
-  n: number,
-  network: string,
-  cloneUrl: string,
-): Promise<LatencySummary> => {
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t = performance.now();
-    const c = await createAndStart(ctx.docker, {
-      image: ctx.image,
-      name: `tern-bench-rawrepo-${ctx.runId}-${i}`,
-      runId: ctx.runId,
-      network,
-    });
-    const clone = await execRaw(c, ["git", "clone", "--quiet", cloneUrl, "/workspace/repo"], { user: "agent" });
-    if (clone.exitCode !== 0) throw new Error(`raw clone exited ${clone.exitCode}: ${clone.output}`);
-    const setup = await execRaw(c, ["sh", ".openhands/setup.sh"], { user: "agent", cwd: "/workspace/repo" });
-    if (setup.exitCode !== 0) throw new Error(`raw setup exited ${setup.exitCode}: ${setup.output}`);
-    samples.push(since(t));
-    await c.remove({ force: true });
-  }
-  return summarize(samples);
+/** One floor sample of a start with a repository: raw container + git clone + sh setup.sh, via dockerode (ms). */
+const rawRepoStartOnce = async (ctx: BenchContext, i: number, network: string, cloneUrl: string): Promise<number> => {
+  const t = performance.now();
+  const c = await createAndStart(ctx.docker, {
+    image: ctx.image,
+    name: `tern-bench-rawrepo-${ctx.runId}-${i}`,
+    runId: ctx.runId,
+    network,
+  });
+  const clone = await execRaw(c, ["git", "clone", "--quiet", cloneUrl, "/workspace/repo"], { user: "agent" });
+  if (clone.exitCode !== 0) throw new Error(`raw clone exited ${clone.exitCode}: ${clone.output}`);
+  const setup = await execRaw(c, ["sh", ".openhands/setup.sh"], { user: "agent", cwd: "/workspace/repo" });
+  if (setup.exitCode !== 0) throw new Error(`raw setup exited ${setup.exitCode}: ${setup.output}`);
+  const ms = since(t);
+  await c.remove({ force: true });
+  return ms;
 };
 
+/**
+ * `n` starts one after another; with `floorOnce`, a floor sample right before each, so the two
+ * see the same machine even when its load drifts during the run.
+ */
 const sequentialStarts = async (
   ctx: BenchContext,
   d: Deployment,
   n: number,
   body: () => { title: string; selected_repository?: string },
   pauseMs: number,
-): Promise<StartOutcome[]> => {
-  const out: StartOutcome[] = [];
+  floorOnce?: (i: number) => Promise<number>,
+): Promise<{ outcomes: StartOutcome[]; floor: number[] }> => {
+  const outcomes: StartOutcome[] = [];
+  const floor: number[] = [];
   for (let i = 0; i < n; i++) {
+    if (floorOnce) floor.push(await floorOnce(i));
     const o = await d.startOne(body());
-    out.push(o);
+    outcomes.push(o);
     await d.removeContainer(ctx.docker, o.containerName);
     if (pauseMs) await new Promise((r) => setTimeout(r, pauseMs));
   }
-  return out;
+  return { outcomes, floor };
 };
 
 const stageMedians = (outcomes: StartOutcome[]): Record<string, number> => {
@@ -135,21 +131,28 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
     });
   };
   try {
-    // Floors first and last, so a drift of the engine during the run shows in the detail.
-    const floor = await rawStarts(ctx, n, network.name);
-    ctx.progress(`raw create+start+exec: p50 ${floor.p50.toFixed(0)} ms`);
-
-    // Cold: no pool.
+    // Cold: no pool; each start right after a floor sample (create + start + one exec).
     let d = await deployment(1, 0);
     let cold: StartOutcome[];
+    let floor: LatencySummary;
     try {
       await d.startOne({ title: "warm-up" });
       await new Promise((r) => setTimeout(r, 300));
       ctx.rss.worker.idle.push(...(await d.workerRss()));
-      cold = await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), 0);
+      const run = await sequentialStarts(
+        ctx,
+        d,
+        n,
+        () => ({ title: "bench" }),
+        0,
+        (i) => rawStartOnce(ctx, i, network.name),
+      );
+      cold = run.outcomes;
+      floor = summarize(run.floor);
     } finally {
       await d.stop();
     }
+    ctx.progress(`raw create+start+exec: p50 ${floor.p50.toFixed(0)} ms`);
     const coldS = summarize(cold.map((o) => o.clientMs));
     ctx.progress(`cold start to READY: p50 ${coldS.p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(cold))}`);
 
@@ -161,7 +164,7 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
       await new Promise((r) => setTimeout(r, 1_500));
       await d.startOne({ title: "warm-up" });
       await new Promise((r) => setTimeout(r, 1_000));
-      warm = await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), 700);
+      warm = (await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), 700)).outcomes;
     } finally {
       await d.stop();
     }
@@ -211,16 +214,25 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
 
     // With a repository and a setup script, no pool (the floor has none either).
     const cloneUrl = `${git.url}/bench/app.git`;
-    const repoFloor = await rawRepoStarts(ctx, n, network.name, cloneUrl);
-    ctx.progress(`raw container+clone+setup: p50 ${repoFloor.p50.toFixed(0)} ms`);
     d = await deployment(1, 0);
     let repo: StartOutcome[];
+    let repoFloor: LatencySummary;
     try {
       await d.startOne({ title: "warm-up", selected_repository: "bench/app" });
-      repo = await sequentialStarts(ctx, d, n, () => ({ title: "bench", selected_repository: "bench/app" }), 0);
+      const run = await sequentialStarts(
+        ctx,
+        d,
+        n,
+        () => ({ title: "bench", selected_repository: "bench/app" }),
+        0,
+        (i) => rawRepoStartOnce(ctx, i, network.name, cloneUrl),
+      );
+      repo = run.outcomes;
+      repoFloor = summarize(run.floor);
     } finally {
       await d.stop();
     }
+    ctx.progress(`raw container+clone+setup: p50 ${repoFloor.p50.toFixed(0)} ms`);
     const repoS = summarize(repo.map((o) => o.clientMs));
     ctx.progress(`repo start to READY: p50 ${repoS.p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(repo))}`);
     for (const p of ["p50", "p95", "p99"] as const) {
