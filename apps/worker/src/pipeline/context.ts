@@ -26,6 +26,8 @@ export interface Workspace {
   /** Absolute path of the git repository inside the sandbox. */
   dir: string;
   repository: RepositorySpec | null;
+  /** Whether `.openhands/pre-commit.sh` exists, when PREPARING_REPOSITORY's exec looked (else look). */
+  hasPreCommitScript?: boolean;
 }
 
 /** Fixed per task, so a second attempt finds (adopts) the container of the first. */

@@ -2,6 +2,7 @@ import { AppError } from "@tern/core";
 import type { ExecOptions } from "@tern/sandbox";
 import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
 import { cloneUrlOf, gitAuthEnv, type RepositorySpec, repositorySpecOf } from "./repository-spec.ts";
+import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
 
 const EMPTY_WORKSPACE = "/workspace/project";
 const CLONE_TIMEOUT_MS = 10 * 60_000;
@@ -41,13 +42,19 @@ export const emptyWorkspaceWarmUp = (): ExecOptions => ({
   cmd: ["bash", "-c", `${INIT_SCRIPT}\n${IDENTITY_SCRIPT}`, "init", EMPTY_WORKSPACE],
 });
 
+const HAS_PRE_COMMIT = "tern: the repository has a pre-commit script";
+
 /**
- * The clone and the identity in one exec (each exec costs tens of ms of the engine's time): the
- * clone runs in a subshell, so its early exit ("already cloned") ends only that part.
+ * The clone, the identity, and whether there is a pre-commit script to install, in one exec (each
+ * exec costs tens of ms of the engine's time): the clone runs in a subshell, so its early exit
+ * ("already cloned") ends only that part.
  */
 const CLONE_THEN_IDENTITY_SCRIPT = `( ${CLONE_SCRIPT} ) || exit $?
 set -- "$2"
-${IDENTITY_SCRIPT}`;
+${IDENTITY_SCRIPT}
+rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
+if [ -f "$1/${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
+exit 0`;
 
 /** Git's words for the faults that are the user's to fix; anything else is worth retrying. */
 const cloneFailure = (spec: RepositorySpec, output: string): Error => {
@@ -84,5 +91,5 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
   });
   if (r.timedOut) throw new Error(`git clone of ${spec.fullName} did not finish in ${CLONE_TIMEOUT_MS / 1000} s`);
   if (r.exitCode !== 0) throw cloneFailure(spec, `${r.stderr}\n${r.stdout}`);
-  return { dir, repository: spec };
+  return { dir, repository: spec, hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT) };
 };

@@ -35,8 +35,8 @@ export const setUpGitHooks = async (
   sandbox: AcquiredSandbox,
   workspace: Workspace,
 ): Promise<{ installed: boolean }> => {
-  // An empty workspace has no .openhands/pre-commit.sh.
-  if (!workspace.repository) return { installed: false };
+  // An empty workspace has no .openhands/pre-commit.sh, and the clone's exec said whether a repository has one.
+  if (!workspace.repository || workspace.hasPreCommitScript === false) return { installed: false };
   const r = await execChecked(
     ctx,
     sandbox.containerId,
