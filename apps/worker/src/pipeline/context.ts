@@ -28,6 +28,8 @@ export interface Workspace {
   repository: RepositorySpec | null;
   /** Whether `.openhands/pre-commit.sh` exists, when PREPARING_REPOSITORY's exec looked (else look). */
   hasPreCommitScript?: boolean;
+  /** Whether any skill file exists, when PREPARING_REPOSITORY's exec looked (else look). */
+  hasSkills?: boolean;
 }
 
 /** Fixed per task, so a second attempt finds (adopts) the container of the first. */

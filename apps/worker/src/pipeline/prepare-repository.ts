@@ -3,6 +3,7 @@ import type { ExecOptions } from "@tern/sandbox";
 import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
 import { cloneUrlOf, gitAuthEnv, type RepositorySpec, repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
+import { skillGlobs } from "./skills.ts";
 
 const EMPTY_WORKSPACE = "/workspace/project";
 const CLONE_TIMEOUT_MS = 10 * 60_000;
@@ -43,9 +44,10 @@ export const emptyWorkspaceWarmUp = (): ExecOptions => ({
 });
 
 const HAS_PRE_COMMIT = "tern: the repository has a pre-commit script";
+const HAS_SKILLS = "tern: the repository has skills";
 
 /**
- * The clone, the identity, and whether there is a pre-commit script to install, in one exec (each
+ * The clone, the identity, and whether there is a pre-commit script or skills to read, in one exec (each
  * exec costs tens of ms of the engine's time): the clone runs in a subshell, so its early exit
  * ("already cloned") ends only that part.
  */
@@ -53,7 +55,9 @@ const CLONE_THEN_IDENTITY_SCRIPT = `( ${CLONE_SCRIPT} ) || exit $?
 set -- "$2"
 ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
-if [ -f "$1/${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
+cd "$1" || exit 1
+if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
+for f in ${skillGlobs.join(" ")}; do if [ -f "$f" ]; then echo "${HAS_SKILLS}"; break; fi; done
 exit 0`;
 
 /** Git's words for the faults that are the user's to fix; anything else is worth retrying. */
@@ -91,5 +95,10 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
   });
   if (r.timedOut) throw new Error(`git clone of ${spec.fullName} did not finish in ${CLONE_TIMEOUT_MS / 1000} s`);
   if (r.exitCode !== 0) throw cloneFailure(spec, `${r.stderr}\n${r.stdout}`);
-  return { dir, repository: spec, hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT) };
+  return {
+    dir,
+    repository: spec,
+    hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT),
+    hasSkills: r.stdout.includes(HAS_SKILLS),
+  };
 };

@@ -24,8 +24,8 @@ export const setUpSkills = async (
   sandbox: AcquiredSandbox,
   workspace: Workspace,
 ): Promise<Skill[]> => {
-  // An empty workspace has no skills.
-  if (!workspace.repository) return [];
+  // An empty workspace has no skills, and the clone's exec said whether a repository has any.
+  if (!workspace.repository || workspace.hasSkills === false) return [];
   const r = await execChecked(
     ctx,
     sandbox.containerId,
