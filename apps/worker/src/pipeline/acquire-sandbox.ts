@@ -15,7 +15,7 @@ export const acquireSandbox = async (ctx: StartContext): Promise<AcquiredSandbox
   const { config } = deps;
   const sandboxes = sandboxesRepository(deps.db);
 
-  let row = await sandboxes.findByTask(task.id);
+  let row: { id: string; containerName: string } | null = await sandboxes.findByTask(task.id);
   let containerId: string | null = null;
   let emptyWorkspaceReady = false;
   if (!row && deps.pool) {
@@ -25,12 +25,8 @@ export const acquireSandbox = async (ctx: StartContext): Promise<AcquiredSandbox
     if (warm) {
       containerId = warm.id;
       emptyWorkspaceReady = true;
-      row = await sandboxes.upsert({
-        id: sandboxId,
-        containerName: warm.name,
-        image: config.SANDBOX_IMAGE,
-        startTaskId: task.id,
-      });
+      // Already recorded by onClaim: no second write.
+      row = { id: sandboxId, containerName: warm.name };
       ctx.log.info({ container: warm.name }, "took a warm sandbox");
     }
   }
