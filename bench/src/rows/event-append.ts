@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { EventKind } from "@tern/core";
-import { agentRunsRepository, type EventDraft, eventsRepository, type RunLease } from "@tern/db";
+import { agentRunsRepository, createDb, type EventDraft, eventsRepository, type RunLease } from "@tern/db";
 import { createTestDatabase } from "@tern/testing";
 import type { BenchContext } from "../context.ts";
 import { copyEvents, eventLines, insertConversations } from "../event-data.ts";
@@ -92,7 +92,9 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
 
     // The agent's writer: each append checks the run lease under the conversation's row lock, in its
     // own transaction; the agent appends one event at a time (an action, then its observation).
-    const runs = agentRunsRepository(db.db);
+    // A pool sized as the worker's (createDb's default), not the test database's small one.
+    const writerDb = createDb(db.url);
+    const runs = agentRunsRepository(writerDb.db);
     const leases = new Map<string, RunLease>();
     const agentPerWriter = perWriter / 4;
     const agentRate = await measure(
@@ -124,7 +126,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       }),
     );
 
-    const events = eventsRepository(db.db);
+    const events = eventsRepository(writerDb.db);
     for (const batch of [1, 10]) {
       const rate = await measure(
         (id, drafts) => events.append(id, drafts),
@@ -145,6 +147,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
         }),
       );
     }
+    await writerDb.close();
     return rows;
   } finally {
     await db.drop();
