@@ -2,7 +2,7 @@ import { createDb, type EventPageRequest, eventsSearchRepository } from "@tern/d
 import { createRedisPrefix, deleteRedisPrefix } from "@tern/testing";
 import pg from "pg";
 import type { BenchContext } from "../context.ts";
-import { EVENT_STEP_MS, eventTimestampMs } from "../event-data.ts";
+import { eventTimestampMs } from "../event-data.ts";
 import { ensureEventsDataset, FULL_DATASET, QUICK_DATASET } from "../events-db.ts";
 import { sampleRss } from "../load.ts";
 import { type BenchRow, row } from "../report.ts";
@@ -50,10 +50,8 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
     // A deep page: follow the cursors, as a client would, `depth` pages in.
     const depth = ctx.quick ? 20 : 2_000;
     let page = await get({ limit: "100" });
-    let previousLast: string | undefined;
     for (let i = 1; i < depth; i++) {
       if (!page.next_page_id) throw new Error(`only ${i} pages`);
-      previousLast = page.items.at(-1)?.id;
       page = await get({ limit: "100", page_id: page.next_page_id });
     }
     const deepCursor = page.next_page_id;
@@ -65,7 +63,6 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
       [conv, lastItem?.id],
     );
     const after = { timestamp: pos.rows[0]?.ts as string, seq: Number(pos.rows[0]?.seq) };
-    void previousLast;
 
     const mid = Math.floor(dataset.bigSize / 2);
     const gte = new Date(eventTimestampMs(mid)).toISOString();
@@ -150,7 +147,6 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
       );
     }
     ctx.rss.api.load.push(...rss.stop());
-    void EVENT_STEP_MS;
     return rows;
   } finally {
     await raw.end();

@@ -6,7 +6,6 @@ import {
   startGitServer,
 } from "@tern/testing";
 import type { BenchContext } from "../context.ts";
-import { rssMiB } from "../load.ts";
 import { createAndStart, execRaw, removeBenchContainers } from "../raw-docker.ts";
 import { type BenchRow, row } from "../report.ts";
 import { type Deployment, dockerMs, type StartOutcome, startDeployment } from "../starts.ts";
@@ -329,7 +328,6 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
         detail: { overhead, serverSide: summarize(cold.map((o) => o.serverMs - dockerMs(o))) },
       }),
     );
-    void rssMiB;
     return rows;
   } finally {
     await git.close();
