@@ -22,14 +22,18 @@ afterAll(async () => {
 
 describe("with a warm pool", () => {
   it("a start takes a warm container, the janitor leaves the live worker's pool alone, and SIGTERM removes the rest", async () => {
+    // Warm means started and warmed up: the pool makes the empty workspace before it hands a container out.
+    // A container may still be starting (exec refused) when listed, so a refusal counts as "not yet".
+    const warmedUp = async (name: string) =>
+      (await h.execIn(name, "test -d /workspace/project/.git").catch(() => ({ exitCode: -1 }))).exitCode === 0;
     const deadline = Date.now() + 30_000;
-    while ((await warm()).length < 2 && Date.now() < deadline) await sleep(100);
-    expect((await warm()).map((c) => c.Labels[PoolOwnerLabel])).toEqual(["pooled", "pooled"]);
-    // Warm means warmed up too: the pool makes the empty workspace before it hands a container out.
-    for (const c of await warm()) {
-      while ((await h.execIn(c.Names[0]?.slice(1) ?? "", "test -d /workspace/project/.git")).exitCode !== 0)
-        await sleep(50);
+    for (;;) {
+      const ready = (await warm()).filter((c) => c.State === "running");
+      const done = await Promise.all(ready.map((c) => warmedUp(c.Names[0]?.slice(1) ?? "")));
+      if ((ready.length >= 2 && done.every(Boolean)) || Date.now() > deadline) break;
+      await sleep(100);
     }
+    expect((await warm()).map((c) => c.Labels[PoolOwnerLabel])).toEqual(["pooled", "pooled"]);
 
     const { userId } = await h.newUser();
     const taskId = await h.enqueueDirect(userId, {});
