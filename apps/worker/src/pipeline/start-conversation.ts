@@ -64,10 +64,11 @@ export const startConversation = async (
       },
     });
   }
-  const appended = await eventsRepository(deps.db).append(conversation.id, drafts, { onlyIfEmpty: true });
-  // Only the attempt that wrote the first events asks for the run, so a re-run never asks twice.
-  if (appended.length > 0 && initial?.run) {
-    const runId = await enqueueAgentRun(deps.queues, conversation.id);
+  await eventsRepository(deps.db).append(conversation.id, drafts, { onlyIfEmpty: true });
+  if (initial?.run) {
+    // The first run's id is the conversation's own, so every attempt of this stage asks for it: an
+    // attempt that died after writing the events loses no run, and BullMQ keeps the one job.
+    const runId = await enqueueAgentRun(deps.queues, conversation.id, conversation.id);
     ctx.log.info({ conversation_id: conversation.id, run_id: runId }, "agent run requested");
   }
   return conversation;
