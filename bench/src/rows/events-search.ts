@@ -89,7 +89,7 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
         request: { filter: { ...filter, timestampGte: gte, timestampLt: lt }, order: "asc", limit: 100 },
       },
     ];
-    const reps = ctx.quick ? 30 : 300;
+    const reps = ctx.quick ? 30 : 1_000;
     const rows: BenchRow[] = [];
     const rss = sampleRss(api.pid);
     for (const s of scenarios) {
