@@ -63,8 +63,11 @@ describe("a worker killed in the middle of a stage", () => {
     expect(task.attempt).toBeGreaterThanOrEqual(2);
     readyTaskId = task.id;
     expect(seen).toContain("READY");
+    // The log line follows the database write and crosses a pipe: wait for it rather than race it.
+    await waitUntil("the survivor to log the start", async () =>
+      survivor.output().includes('"msg":"start task ready"'),
+    );
     expect(survivor.output()).toContain(`"task_id":"${task.id}"`);
-    expect(survivor.output()).toContain('"msg":"start task ready"');
 
     const containers = (await h.containers()).filter((c) => c.Labels[SandboxLabel.TaskId] === task.id);
     expect(containers).toHaveLength(1);
@@ -136,7 +139,11 @@ describe("a worker killed in the middle of a stage", () => {
       "the janitor to remove it",
       async () => !(await h.containers()).some((c) => c.Id === container!.Id),
     );
-    expect((await sandboxesRepository(h.database.db).get(sandboxId))?.status).toBe("MISSING");
+    // The row is marked after the container is gone.
+    await waitUntil(
+      "the sandbox row to say MISSING",
+      async () => (await sandboxesRepository(h.database.db).get(sandboxId))?.status === "MISSING",
+    );
   });
 
   it("ends a task that made no progress past the deadline in ERROR, naming its stage", async () => {
@@ -161,6 +168,7 @@ describe("a worker killed in the middle of a stage", () => {
     expect(await h.queues.start.getJob(lost.id)).toBeUndefined();
     const { task } = await h.waitForTask(lost.id, 20_000);
     expect(task.status).toBe("READY");
+    await waitUntil("the janitor's log line", async () => survivor.output().includes("janitor re-enqueued"));
     expect(survivor.output()).toContain(
       `"task_id":"${lost.id}","stage":"WORKING","job_state":"missing","msg":"janitor re-enqueued a start task"`,
     );
