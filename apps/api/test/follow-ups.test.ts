@@ -35,14 +35,7 @@ const startWorker = async (provider: "openai" | "anthropic" | "none") => {
     REDIS_URL: testRedisUrl(),
     REDIS_PREFIX: api.prefix,
     SANDBOX_POOL_SIZE: "0",
-    ...(provider === "none"
-      ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "" }
-      : {
-          LLM_PROVIDER: provider,
-          LLM_BASE_URL: provider === "openai" ? llm.openaiBaseUrl : llm.anthropicBaseUrl,
-          LLM_API_KEY: "test-key",
-          LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
-        }),
+    ...llm.workerEnv(provider),
   });
 };
 

@@ -54,14 +54,7 @@ export const createAgentFixture = async () => {
     REDIS_PREFIX: prefix,
     MAX_ITERATIONS: String(maxIterations),
     LOG_LEVEL: "warn",
-    ...(provider === "none"
-      ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "" }
-      : {
-          LLM_PROVIDER: provider,
-          LLM_BASE_URL: provider === "openai" ? llm.openaiBaseUrl : llm.anthropicBaseUrl,
-          LLM_API_KEY: "test-key",
-          LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
-        }),
+    ...llm.workerEnv(provider),
   });
 
   let worker: Worker | null = null;

@@ -35,6 +35,8 @@ export interface ScriptedLlmServer {
   remaining: () => number;
   /** Drops the replies not yet used. */
   clear: () => void;
+  /** The worker's LLM_* settings that point it at this server as `provider` ("none": no LLM at all). */
+  workerEnv: (provider: "openai" | "anthropic" | "none") => Record<string, string>;
   close: () => Promise<void>;
 }
 
@@ -261,6 +263,15 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     requests,
     remaining: () => queue.length,
     clear: () => void queue.splice(0),
+    workerEnv: (provider) =>
+      provider === "none"
+        ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "" }
+        : {
+            LLM_PROVIDER: provider,
+            LLM_BASE_URL: provider === "openai" ? `${url}/v1` : url,
+            LLM_API_KEY: "test-key",
+            LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
+          },
     close: async () => {
       server.closeAllConnections();
       server.close();
