@@ -1,11 +1,12 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import { createLogger, generateApiKey } from "@tern/core";
-import { apiKeysRepository, usersRepository } from "@tern/db";
+import { createLogger } from "@tern/core";
+import { apiKeysRepository } from "@tern/db";
 import { createQueues, createRedis, type Queues } from "@tern/queue";
 import {
   createRedisPrefix,
   createTestDatabase,
+  createUserWithKey,
   deleteRedisPrefix,
   type TestDatabase,
   testRedisUrl,
@@ -52,18 +53,7 @@ export const startTestApi = async (opts: { keyUsageIntervalMs?: number } = {}): 
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-  const newUser = async (o: { admin?: boolean; expiresAt?: string | null } = {}) => {
-    const user = await usersRepository(database.db).create({ isAdmin: o.admin ?? false });
-    const generated = generateApiKey();
-    await apiKeysRepository(database.db).create({
-      userId: user.id,
-      name: "test",
-      prefix: generated.prefix,
-      hash: generated.hash,
-      expiresAt: o.expiresAt ?? null,
-    });
-    return { key: generated.key, userId: user.id };
-  };
+  const newUser = (o: { admin?: boolean; expiresAt?: string | null } = {}) => createUserWithKey(database.db, o);
 
   const call: TestApi["call"] = (path, init = {}) => {
     const { key, json, headers, ...rest } = init;

@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { generateApiKey, type StartRequest, type StartTask, type StartTaskStatus, toHexId } from "@tern/core";
-import { apiKeysRepository, startTasksRepository, usersRepository } from "@tern/db";
+import { type StartRequest, type StartTask, type StartTaskStatus, toHexId } from "@tern/core";
+import { startTasksRepository } from "@tern/db";
 import { createQueues, createRedis, type Queues, startJobOptions } from "@tern/queue";
 import {
   containersOfNamespace,
   createRedisPrefix,
   createTestDatabase,
+  createUserWithKey,
   deleteRedisPrefix,
   ensureTestSandboxNetwork,
   type GitServer,
@@ -105,18 +106,7 @@ export const createStartHarness = async (): Promise<StartHarness> => {
       processes.push(p);
       return p;
     },
-    async newUser() {
-      const user = await usersRepository(database.db).create();
-      const generated = generateApiKey();
-      await apiKeysRepository(database.db).create({
-        userId: user.id,
-        name: "worker-test",
-        prefix: generated.prefix,
-        hash: generated.hash,
-        expiresAt: null,
-      });
-      return { userId: user.id, key: generated.key };
-    },
+    newUser: () => createUserWithKey(database.db, { name: "worker-test" }),
     post: (api, key, body) =>
       fetch(`${api.url}/api/v1/app-conversations`, {
         method: "POST",

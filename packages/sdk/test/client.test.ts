@@ -1,9 +1,9 @@
-import { generateApiKey } from "@tern/core";
-import { apiKeysRepository, eventsRepository, startTasksRepository, usersRepository } from "@tern/db";
+import { eventsRepository, startTasksRepository } from "@tern/db";
 import {
   createConversationFixture,
   createRedisPrefix,
   createTestDatabase,
+  createUserWithKey,
   deleteRedisPrefix,
   type ServiceProcess,
   startService,
@@ -17,16 +17,8 @@ let api: ServiceProcess;
 const prefix = createRedisPrefix();
 
 const newUser = async () => {
-  const user = await usersRepository(database.db).create();
-  const generated = generateApiKey();
-  await apiKeysRepository(database.db).create({
-    userId: user.id,
-    name: "sdk",
-    prefix: generated.prefix,
-    hash: generated.hash,
-    expiresAt: null,
-  });
-  return { userId: user.id, client: createClient({ baseUrl: api.url, apiKey: generated.key }) };
+  const { userId, key } = await createUserWithKey(database.db, { name: "sdk" });
+  return { userId, client: createClient({ baseUrl: api.url, apiKey: key }) };
 };
 
 beforeAll(async () => {

@@ -5,3 +5,4 @@ export * from "./llm-server.ts";
 export * from "./processes.ts";
 export * from "./redis.ts";
 export * from "./seed-events.ts";
+export * from "./users.ts";
