@@ -1,47 +1,133 @@
 /**
- * The sandbox driver: the only way workers touch sandboxes. Docker implements it today
- * (docker/), Kubernetes is the planned next one behind the same interface.
+ * The sandbox driver: the only way workers touch sandboxes. It speaks sandbox references and
+ * states of our own, never its backend's words, so the worker runs unchanged on any driver.
+ * Docker implements it today (docker/); Kubernetes is the planned next one.
  */
 
-/** Labels every sandbox carries; the janitor and `docker ps --filter label=tern.sandbox` find them by these. */
+/** Labels every sandbox carries; the janitor finds sandboxes by these, whatever the driver. */
 export const SandboxLabel = {
-  /** Present on every container of ours. */
+  /** Present on every sandbox of ours. */
   Marker: "tern.sandbox",
-  /** The deployment (REDIS_PREFIX): a janitor only touches its own deployment's containers. */
+  /** The deployment (REDIS_PREFIX): a janitor only touches its own deployment's sandboxes. */
   Namespace: "tern.namespace",
   SandboxId: "tern.sandbox_id",
   TaskId: "tern.task_id",
   ConversationId: "tern.conversation_id",
-  /** "1" while the container waits in a warm pool, unclaimed. */
+  /** "1" while the sandbox waits in a warm pool, unclaimed. */
   Pool: "tern.pool",
+  /**
+   * The engine the sandbox lives on (PreparedSandboxes.engineId), on drivers whose sandboxes only
+   * that engine's workers reach; absent otherwise.
+   */
+  Engine: "tern.engine",
 } as const;
+
+/**
+ * How callers address a sandbox: what `create` gave back as `SandboxInfo.ref`, opaque to them
+ * (Docker: the container id). A sandbox's `name` is accepted wherever a ref is, since names are
+ * unique and chosen by the caller: a caller that lost the ref (a crash before it was recorded)
+ * still reaches the sandbox by the name it gave it.
+ */
+export type SandboxRef = string;
+
+/**
+ * Our own states; each driver maps its backend's onto them.
+ * - `starting`: exists but has not run yet.
+ * - `running`: commands can run in it.
+ * - `paused`: frozen; `resume` brings it back as it was.
+ * - `stopped`: its processes ended; a second `create` of the same name starts it again.
+ * - `failed`: broken or on its way out; it will not run again.
+ */
+export type SandboxState = "starting" | "running" | "paused" | "stopped" | "failed";
 
 export interface SandboxLimits {
   memoryMb: number;
   cpus: number;
   pids: number;
+  /**
+   * Open files per process (RLIMIT_NOFILE, soft = hard); unset: DEFAULT_NOFILE.
+   */
+  nofile?: number;
+  /**
+   * Processes of the sandbox user (RLIMIT_NPROC, soft = hard); unset: DEFAULT_NPROC. The kernel counts
+   * every process of that uid on the host, in every sandbox, so this is a backstop above
+   * `pids` × sandboxes, never the per-sandbox limit: `pids` (a cgroup) is.
+   */
+  nproc?: number;
+  /** Writes to the sandbox's own filesystem, in MiB; unset: the driver's containment decides. */
+  diskMb?: number;
 }
 
 export interface SandboxSpec {
-  /** Fixed, derived from the owner (e.g. the task id): a second create adopts the first container. */
+  /** Fixed, derived from the owner (e.g. the task id): a second create adopts the first sandbox. */
   name: string;
   image: string;
   labels: Record<string, string>;
   env?: Record<string, string>;
   limits: SandboxLimits;
-  /** Network of our own; no ports are ever published. */
-  network: string;
+  /** The runtime it runs under (e.g. runsc for gVisor); unset: the driver's containment decides. */
+  runtime?: string;
 }
 
-export type SandboxState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead";
+/**
+ * What a driver holds every sandbox to, beyond its spec's limits. `prepare` checks each part and
+ * installs what needs installing, and throws a ContainmentError when the backend cannot; a part
+ * left out is not asked for (an operator's explicit choice).
+ */
+export interface SandboxContainment {
+  /** Each sandbox's writes, in MiB (a spec's own `limits.diskMb` wins). */
+  diskMb?: number;
+  /** The runtime sandboxes run under (a spec's own `runtime` wins). */
+  runtime?: string;
+  egress?: SandboxEgress;
+}
+
+/**
+ * What sandboxes may reach. Never the host itself, other sandboxes, link-local addresses or
+ * private ranges, except `services` and `allow`; the public internet in mode `public` only.
+ */
+export interface SandboxEgress {
+  mode: "none" | "public" | "allowlist";
+  /** Reachable in every mode, exactly this host (name or address, resolved by `prepare`) and TCP port: the git hosts. */
+  services: { host: string; port: number }[];
+  /** Host names, addresses or CIDRs reachable in every mode, private ones included (never the host itself). */
+  allow: string[];
+}
+
+/** A part of the containment the backend cannot provide; `prepare` refuses to go on. */
+export class ContainmentError extends Error {
+  readonly part: "disk" | "runtime" | "egress";
+  constructor(part: "disk" | "runtime" | "egress", message: string) {
+    super(message);
+    this.name = "ContainmentError";
+    this.part = part;
+  }
+}
 
 export interface SandboxInfo {
-  /** Container id. */
-  id: string;
+  ref: SandboxRef;
   name: string;
   state: SandboxState;
   labels: Record<string, string>;
   createdAt: string;
+}
+
+/** What `prepare` set up. */
+export interface PreparedSandboxes {
+  /**
+   * This host's address as its sandboxes reach it (Docker: the sandbox network's gateway), or
+   * null when they cannot; a service sandboxes must reach (a test's git server) listens there.
+   */
+  hostAddress: string | null;
+  /** Facts for the start-up log (Docker: the network). */
+  summary: Record<string, string>;
+  /**
+   * Affinity. The engine this driver's sandboxes live on when only the workers driving that engine
+   * can reach them (Docker: ENGINE_ID, else the engine's own id from `docker info`): every later
+   * job on a sandbox must then run on a worker of its engine. Null when every worker reaches every
+   * sandbox (a cluster-wide backend, such as the planned Kubernetes driver): no job needs affinity.
+   */
+  engineId: string | null;
 }
 
 export interface ExecOptions {
@@ -76,27 +162,45 @@ export interface FileToUpload {
 }
 
 export interface SandboxDriver {
-  /** Creates and starts; when a container of that name exists (409), adopts it and makes sure it runs. */
+  /**
+   * Reaches the backend and sets up what every sandbox shares (Docker: the engine answers, and the
+   * sandboxes' own network exists). Once at start, before the first `create`; safe to repeat.
+   */
+  prepare(): Promise<PreparedSandboxes>;
+  /** Creates and starts; when a sandbox of that name exists, adopts it and makes sure it runs. */
   create(spec: SandboxSpec): Promise<SandboxInfo>;
-  exec(containerId: string, opts: ExecOptions): Promise<ExecResult>;
-  /** Writes files (as the sandbox user) under `destDir` through an archive upload. */
-  upload(containerId: string, destDir: string, files: FileToUpload[]): Promise<void>;
+  exec(sandbox: SandboxRef, opts: ExecOptions): Promise<ExecResult>;
+  /** Writes files (as the sandbox user) under `destDir`. */
+  upload(sandbox: SandboxRef, destDir: string, files: FileToUpload[]): Promise<void>;
+  /**
+   * Unpacks a tar stream under `destDir` (which must exist) as it comes, never held whole. Entries keep
+   * the owner their headers name: the caller builds the archive owned by the sandbox user (1000:1000).
+   * How a tree made outside the sandbox (the worker's clone) gets in without the sandbox fetching it.
+   */
+  putArchive(sandbox: SandboxRef, destDir: string, archive: NodeJS.ReadableStream): Promise<void>;
   /** Reads one file; null when it does not exist. */
-  download(containerId: string, path: string): Promise<Buffer | null>;
-  pause(containerId: string): Promise<void>;
-  resume(containerId: string): Promise<void>;
-  /** Removes the container whatever its state; a missing container is not an error. */
-  destroy(containerIdOrName: string): Promise<void>;
-  inspect(containerIdOrName: string): Promise<SandboxInfo | null>;
-  /** Every container carrying all of `labels`, in any state. */
+  download(sandbox: SandboxRef, path: string): Promise<Buffer | null>;
+  /**
+   * A directory (or file) as an uncompressed tar, streamed as the backend reads it (never held
+   * whole: the reader's pace sets the backend's); null when the path does not exist. Symlinks are
+   * archived as links, never followed.
+   */
+  archive(sandbox: SandboxRef, path: string): Promise<NodeJS.ReadableStream | null>;
+  pause(sandbox: SandboxRef): Promise<void>;
+  resume(sandbox: SandboxRef): Promise<void>;
+  /** Removes the sandbox whatever its state; a missing sandbox is not an error. */
+  destroy(sandbox: SandboxRef): Promise<void>;
+  /** Null when there is no such sandbox. */
+  inspect(sandbox: SandboxRef): Promise<SandboxInfo | null>;
+  /** Every sandbox carrying all of `labels`, in any state. */
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;
 }
 
-/** A warm pool of started containers, claimed atomically by start jobs. */
+/** A warm pool of started sandboxes, claimed atomically by start jobs. */
 export interface SandboxPool {
-  /** A started container relabelled for its new owner, or null when none is warm. Never reused. */
+  /** A started sandbox handed to its new owner, or null when none is warm. Never reused. */
   claim(owner: { taskId: string; sandboxId: string }): Promise<SandboxInfo | null>;
   start(): Promise<void>;
-  /** Stops replenishing and removes the unclaimed containers. */
+  /** Stops replenishing and removes the unclaimed sandboxes. */
   stop(): Promise<void>;
 }

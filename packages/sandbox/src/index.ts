@@ -1,4 +1,6 @@
-export * from "./docker/driver.ts";
-export * from "./docker/network.ts";
+export * from "./config.ts";
+export * from "./create-driver.ts";
+export { type DockerEngine, dockerEngineFromEnv } from "./docker/engine.ts";
 export * from "./driver.ts";
 export * from "./pool.ts";
+export * from "./traced.ts";

@@ -9,7 +9,7 @@ import {
   type SandboxSpec,
 } from "./driver.ts";
 
-/** The worker instance whose pool made the container (see `PoolOwnerLabel` in the janitor). */
+/** The worker instance whose pool made the sandbox (see `PoolOwnerLabel` in the janitor). */
 export const PoolOwnerLabel = "tern.pool_owner";
 
 export interface ClaimOwner {
@@ -18,52 +18,60 @@ export interface ClaimOwner {
 }
 
 export interface SandboxPoolOptions {
-  /** Warm containers kept started ahead. 0 makes a pool that never has one. */
+  /** Warm sandboxes kept started ahead. 0 makes a pool that never has one. */
   size: number;
-  /** The deployment (REDIS_PREFIX): goes into the namespace label and the container names. */
+  /** The deployment (REDIS_PREFIX): goes into the namespace label and the sandbox names. */
   namespace: string;
-  /** This worker instance; pool containers carry it so the janitor can tell whose they are. */
+  /** This worker instance; pool sandboxes carry it so the janitor can tell whose they are. */
   ownerId: string;
-  /** Image, limits, network and env of every pool container (names and labels are the pool's). */
+  /** Image, limits and env of every pool sandbox (names and labels are the pool's). */
   spec: Omit<SandboxSpec, "name" | "labels"> & { labels?: Record<string, string> };
   /**
-   * Run in every container before it counts as warm (e.g. making the empty workspace a start
-   * without a repository needs), so a claim hands over a container that needs no exec of its own.
-   * A non-zero exit discards the container.
+   * Run in every sandbox before it counts as warm (e.g. making the empty workspace a start
+   * without a repository needs), so a claim hands over a sandbox that needs no exec of its own.
+   * A non-zero exit discards the sandbox.
    */
   prepare?: ExecOptions;
   /**
-   * Records the new owner of a claimed container, durably (the sandboxes row: Docker cannot
-   * relabel a running container). Runs before `claim` resolves; when it throws, the container is
-   * destroyed (it may be half-recorded) and the error reaches the caller.
+   * Records the new owner of a claimed sandbox, durably (the sandboxes row: labels are fixed when
+   * a sandbox is made; Docker cannot relabel a running container). Runs before `claim` resolves;
+   * when it throws, the sandbox is destroyed (it may be half-recorded) and the error reaches the
+   * caller.
    */
   onClaim?: (info: SandboxInfo, owner: ClaimOwner) => Promise<void>;
+  /**
+   * Whether a sandbox this owner's pool made was claimed (it belongs to a conversation now). Given,
+   * `start` removes the unclaimed sandboxes an earlier process of the same owner id left behind (one
+   * killed, then restarted under the same WORKER_ID): their owner looks alive to the janitor, so
+   * nothing else would. Claimed ones are left to their conversations.
+   */
+  isClaimed?: (info: SandboxInfo) => Promise<boolean>;
   /** Called every `heartbeatMs` while the pool runs: proves the owner alive to the janitor. */
   heartbeat?: () => Promise<void>;
   heartbeatMs?: number;
-  /** How often the pool checks that its warm containers still run (default 30 s). */
+  /** How often the pool checks that its warm sandboxes still run (default 30 s). */
   checkEveryMs?: number;
   logger?: Logger;
 }
 
 export interface WarmSandboxPool extends SandboxPool {
-  /** Warm containers ready to be claimed now. */
+  /** Warm sandboxes ready to be claimed now. */
   available(): number;
-  /** Resolves when `size` containers are warm (or rejects after `timeoutMs`). */
+  /** Resolves when `size` sandboxes are warm (or rejects after `timeoutMs`). */
   whenFull(timeoutMs?: number): Promise<void>;
 }
 
-/** Docker names: [a-zA-Z0-9][a-zA-Z0-9_.-]*. */
+/** Names every driver accepts (Docker's: [a-zA-Z0-9][a-zA-Z0-9_.-]*). */
 const nameSafe = (s: string): string => s.replace(/[^a-zA-Z0-9_.-]/g, "-");
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * A per-process pool of started sandboxes. Each worker claims only entries of its own, popped
- * from memory in one synchronous step, so two start jobs never get the same container and two
- * workers never share one. A claimed container leaves the pool for good: it is never handed out
+ * from memory in one synchronous step, so two start jobs never get the same sandbox and two
+ * workers never share one. A claimed sandbox leaves the pool for good: it is never handed out
  * again, whatever happens to its conversation. Replenishing runs in the background, one create
- * at a time, so warm-up never competes with cold starts for more than one Docker call.
+ * at a time, so warm-up never competes with cold starts for more than one driver call.
  */
 export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOptions): WarmSandboxPool => {
   const ready: SandboxInfo[] = [];
@@ -103,11 +111,11 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     try {
       const info = await driver.create({ ...opts.spec, name, labels: labels() });
       if (opts.prepare && !stopped) {
-        const r = await driver.exec(info.id, opts.prepare);
+        const r = await driver.exec(info.ref, opts.prepare);
         if (r.exitCode !== 0) throw new Error(`warm-up exited ${r.exitCode}: ${(r.stderr || r.stdout).slice(-300)}`);
       }
       if (stopped) {
-        await driver.destroy(info.id).catch(() => undefined);
+        await driver.destroy(info.ref).catch(() => undefined);
         return;
       }
       ready.push(info);
@@ -121,17 +129,17 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     }
   };
 
-  /** Drops entries whose container stopped or vanished (an operator, the OOM killer...). */
+  /** Drops entries whose sandbox stopped or vanished (an operator, the OOM killer...). */
   const dropDead = async (): Promise<void> => {
     lastCheck = Date.now();
     const mine = await driver.list({ [SandboxLabel.Pool]: "1", [PoolOwnerLabel]: opts.ownerId });
-    const live = new Set(mine.filter((c) => c.state === "running").map((c) => c.id));
+    const live = new Set(mine.filter((c) => c.state === "running").map((c) => c.ref));
     for (let i = ready.length - 1; i >= 0; i--) {
       const entry = ready[i] as SandboxInfo;
-      if (!live.has(entry.id)) {
+      if (!live.has(entry.ref)) {
         ready.splice(i, 1);
-        log?.warn({ container: entry.name }, "warm sandbox is gone; replacing it");
-        await driver.destroy(entry.id).catch(() => undefined);
+        log?.warn({ sandbox: entry.name }, "warm sandbox is gone; replacing it");
+        await driver.destroy(entry.ref).catch(() => undefined);
       }
     }
   };
@@ -148,10 +156,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
           continue;
         }
       } catch (err) {
-        log?.warn(
-          { err: err instanceof Error ? err.message : String(err), backoffMs: backoff },
-          "warm sandbox create failed",
-        );
+        log?.warn({ err, backoffMs: backoff }, "warm sandbox create failed");
         await Promise.race([sleep(backoff), new Promise<void>((r) => (wake = r))]);
         backoff = Math.min(backoff * 2, 30_000);
         continue;
@@ -164,17 +169,34 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     }
   };
 
+  /** Removes what an earlier process under this owner id left warm (see `isClaimed`). */
+  const removeLeftovers = async (): Promise<void> => {
+    const isClaimed = opts.isClaimed;
+    if (!isClaimed) return;
+    const mine = await driver.list({
+      [SandboxLabel.Namespace]: opts.namespace,
+      [SandboxLabel.Pool]: "1",
+      [PoolOwnerLabel]: opts.ownerId,
+    });
+    for (const c of mine) {
+      if (ready.some((r) => r.ref === c.ref) || (await isClaimed(c))) continue;
+      await driver.destroy(c.ref).catch((err) => log?.warn({ err, sandbox: c.name }, "removing a leftover failed"));
+      log?.info({ sandbox: c.name, state: c.state }, "removed a warm sandbox an earlier process of this worker left");
+    }
+  };
+
   return {
     async start() {
-      if (running || stopped || opts.size <= 0) return;
+      if (running || stopped) return;
+      // Even with no pool now: what a predecessor of this id left warm is ours to remove.
+      await removeLeftovers();
+      if (opts.size <= 0) return;
       running = true;
       if (opts.heartbeat) {
         const beat = opts.heartbeat;
         await beat();
         heartbeatTimer = setInterval(() => {
-          beat().catch((err) =>
-            log?.warn({ err: err instanceof Error ? err.message : String(err) }, "pool heartbeat failed"),
-          );
+          beat().catch((err) => log?.warn({ err }, "pool heartbeat failed"));
         }, opts.heartbeatMs ?? 10_000);
         heartbeatTimer.unref();
       }
@@ -189,10 +211,10 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       try {
         await opts.onClaim?.(info, owner);
       } catch (err) {
-        await driver.destroy(info.id).catch(() => undefined);
+        await driver.destroy(info.ref).catch(() => undefined);
         throw err;
       }
-      log?.debug({ container: info.name, task_id: owner.taskId }, "warm sandbox claimed");
+      log?.debug({ sandbox: info.name, task_id: owner.taskId }, "warm sandbox claimed");
       return info;
     },
 
@@ -204,7 +226,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       kick();
       await loop?.catch(() => undefined);
       const leftovers = ready.splice(0);
-      await Promise.all(leftovers.map((c) => driver.destroy(c.id).catch(() => undefined)));
+      await Promise.all(leftovers.map((c) => driver.destroy(c.ref).catch(() => undefined)));
       for (const w of fullWaiters.splice(0)) w();
     },
 

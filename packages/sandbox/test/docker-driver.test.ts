@@ -1,35 +1,53 @@
 import { randomBytes } from "node:crypto";
-import Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDockerDriver, ensureSandboxNetwork, SandboxLabel, type SandboxSpec } from "../src/index.ts";
+import { sandboxStateOf } from "../src/docker/driver.ts";
+import { createDockerClient } from "../src/docker/engine.ts";
+import {
+  createSandboxDriver,
+  dockerEngineFromEnv,
+  type PreparedSandboxes,
+  SandboxLabel,
+  type SandboxSpec,
+} from "../src/index.ts";
 
-const docker = new Docker();
-const driver = createDockerDriver(docker);
+const engine = dockerEngineFromEnv(process.env);
+// Docker itself, to check what the driver asked of it.
+const docker = createDockerClient(engine);
 const namespace = `terntest-driver-${randomBytes(4).toString("hex")}`;
 const image = process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest";
 const network = process.env.SANDBOX_NETWORK ?? "tern-sandboxes";
+const driver = createSandboxDriver({ driver: "docker", engine, network });
 
 const spec = (name: string): SandboxSpec => ({
   name: `${namespace}-${name}`,
   image,
   labels: { [SandboxLabel.Marker]: "1", [SandboxLabel.Namespace]: namespace, [SandboxLabel.TaskId]: name },
   limits: { memoryMb: 256, cpus: 0.5, pids: 128 },
-  network,
 });
 
 let id = "";
+let prepared: PreparedSandboxes;
 
 beforeAll(async () => {
-  await ensureSandboxNetwork(docker, network);
-  id = (await driver.create(spec("main"))).id;
+  prepared = await driver.prepare();
+  id = (await driver.create(spec("main"))).ref;
 });
 
 afterAll(async () => {
-  for (const c of await driver.list({ [SandboxLabel.Namespace]: namespace })) await driver.destroy(c.id);
+  for (const c of await driver.list({ [SandboxLabel.Namespace]: namespace })) await driver.destroy(c.ref);
   expect(await driver.list({ [SandboxLabel.Namespace]: namespace })).toEqual([]);
 });
 
 describe("docker sandbox driver", () => {
+  it("prepares the sandboxes' own network and says where sandboxes reach this host", async () => {
+    const net = await docker.getNetwork(network).inspect();
+    expect(net.Options?.["com.docker.network.bridge.enable_icc"]).toBe("false");
+    expect(prepared.hostAddress).toBe(net.IPAM?.Config?.[0]?.Gateway);
+    expect(prepared.summary).toMatchObject({ driver: "docker", network });
+    // Again: nothing new, same answer.
+    expect(await driver.prepare()).toEqual(prepared);
+  });
+
   it("runs hardened: non-root, no capabilities, no-new-privileges, limits, our network, no ports", async () => {
     const r = await driver.exec(id, {
       cmd: ["bash", "-c", "id -un; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"],
@@ -45,6 +63,40 @@ describe("docker sandbox driver", () => {
     expect(info.HostConfig.PidsLimit).toBe(128);
     expect(Object.keys(info.NetworkSettings.Networks)).toEqual([network]);
     expect(info.NetworkSettings.Ports ?? {}).toEqual({});
+  });
+
+  it("holds open files and processes to ulimits, by default and as a spec asks", async () => {
+    const r = await driver.exec(id, { cmd: ["bash", "-c", "ulimit -Sn; ulimit -Hn; ulimit -Su; ulimit -Hu"] });
+    expect(r.stdout.split("\n").slice(0, 4)).toEqual(["4096", "4096", "8192", "8192"]);
+    const own = await driver.create({ ...spec("ulimits"), limits: { ...spec("x").limits, nofile: 256, nproc: 1000 } });
+    const o = await driver.exec(own.ref, { cmd: ["bash", "-c", "ulimit -n; ulimit -u"] });
+    expect(o.stdout).toBe("256\n1000\n");
+    await driver.destroy(own.ref);
+  });
+
+  it("runs as uid 1000 even from an image whose USER is root", async () => {
+    // The sandbox image with its USER taken away, as an operator's own SANDBOX_IMAGE might be.
+    const base = await docker.createContainer({
+      Image: image,
+      Cmd: ["true"],
+      Labels: { [SandboxLabel.Namespace]: namespace },
+    });
+    const rootImage = `${namespace}-rootimage:latest`;
+    await base.commit({
+      repo: `${namespace}-rootimage`,
+      tag: "latest",
+      changes: ["USER root", `CMD ["sleep", "infinity"]`],
+    });
+    await base.remove({ force: true });
+    try {
+      expect((await docker.getImage(rootImage).inspect()).Config.User).toBe("root");
+      const c = await driver.create({ ...spec("rootimage"), image: rootImage });
+      const r = await driver.exec(c.ref, { cmd: ["bash", "-c", "id -u; id -g"] });
+      expect(r.stdout).toBe("1000\n1000\n");
+      await driver.destroy(c.ref);
+    } finally {
+      await docker.getImage(rootImage).remove({ force: true });
+    }
   });
 
   it("separates stdout and stderr, streams them, and returns the exit code", async () => {
@@ -103,11 +155,12 @@ describe("docker sandbox driver", () => {
 
   it("adopts the existing container when created again under the same name, even stopped", async () => {
     const again = await driver.create(spec("main"));
-    expect(again.id).toBe(id);
+    expect(again.ref).toBe(id);
     const other = await driver.create(spec("stopped"));
-    await docker.getContainer(other.id).stop({ t: 0 });
+    await docker.getContainer(other.ref).stop({ t: 0 });
+    expect((await driver.inspect(other.ref))?.state).toBe("stopped");
     const adopted = await driver.create(spec("stopped"));
-    expect(adopted).toMatchObject({ id: other.id, state: "running" });
+    expect(adopted).toMatchObject({ ref: other.ref, state: "running" });
   });
 
   it("pauses, resumes, lists by label and destroys (a missing container is fine)", async () => {
@@ -116,10 +169,30 @@ describe("docker sandbox driver", () => {
     expect((await driver.inspect(id))?.state).toBe("paused");
     await driver.resume(id);
     expect((await driver.inspect(id))?.state).toBe("running");
+    // Resuming a running sandbox is no error either (Docker answers 500 "is not paused").
+    await driver.resume(id);
+    expect((await driver.inspect(id))?.state).toBe("running");
     const listed = await driver.list({ [SandboxLabel.Namespace]: namespace, [SandboxLabel.TaskId]: "main" });
-    expect(listed.map((c) => c.id)).toEqual([id]);
+    expect(listed.map((c) => c.ref)).toEqual([id]);
+    // A name reaches the sandbox as its ref does.
+    expect((await driver.inspect(`${namespace}-main`))?.ref).toBe(id);
     await driver.destroy(id);
     await driver.destroy(id);
     expect(await driver.inspect(id)).toBeNull();
+  });
+});
+
+describe("Docker states in our words", () => {
+  it("maps every Docker container state onto ours; none of Docker's own words leak", () => {
+    const docker = ["created", "restarting", "running", "paused", "exited", "removing", "dead"];
+    expect(Object.fromEntries(docker.map((s) => [s, sandboxStateOf(s)]))).toEqual({
+      created: "starting",
+      restarting: "starting",
+      running: "running",
+      paused: "paused",
+      exited: "stopped",
+      removing: "failed",
+      dead: "failed",
+    });
   });
 });

@@ -1,46 +1,41 @@
 import { randomBytes } from "node:crypto";
-import Docker from "dockerode";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "@tern/testing";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createDockerClient } from "../src/docker/engine.ts";
 import {
-  createDockerDriver,
+  createSandboxDriver,
   createSandboxPool,
-  ensureSandboxNetwork,
+  dockerEngineFromEnv,
   PoolOwnerLabel,
+  type SandboxDriver,
   type SandboxInfo,
   SandboxLabel,
   type SandboxPoolOptions,
 } from "../src/index.ts";
 
-const docker = new Docker();
-const driver = createDockerDriver(docker);
+const engine = dockerEngineFromEnv(process.env);
+const docker = createDockerClient(engine);
 const namespace = `terntest-pool-${randomBytes(4).toString("hex")}`;
 const image = process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest";
 const network = process.env.SANDBOX_NETWORK ?? "tern-sandboxes";
+const driver = createSandboxDriver({ driver: "docker", engine, network });
 
 const options = (ownerId: string, extra: Partial<SandboxPoolOptions> = {}): SandboxPoolOptions => ({
   size: 2,
   namespace,
   ownerId,
-  spec: { image, network, limits: { memoryMb: 256, cpus: 0.5, pids: 128 } },
+  spec: { image, limits: { memoryMb: 256, cpus: 0.5, pids: 128 } },
   ...extra,
 });
 
 const mine = (ownerId: string) => driver.list({ [SandboxLabel.Namespace]: namespace, [PoolOwnerLabel]: ownerId });
 
-const until = async (check: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
-
 beforeAll(async () => {
-  await ensureSandboxNetwork(docker, network);
+  await driver.prepare();
 });
 
 afterAll(async () => {
-  for (const c of await driver.list({ [SandboxLabel.Namespace]: namespace })) await driver.destroy(c.id);
+  for (const c of await driver.list({ [SandboxLabel.Namespace]: namespace })) await driver.destroy(c.ref);
   expect(await driver.list({ [SandboxLabel.Namespace]: namespace })).toEqual([]);
 });
 
@@ -62,7 +57,7 @@ describe("warm sandbox pool", () => {
     }
     // A warm container is usable at once: one exec, as the sandbox user.
     const first = list[0] as SandboxInfo;
-    const r = await driver.exec(first.id, { cmd: ["id", "-un"] });
+    const r = await driver.exec(first.ref, { cmd: ["id", "-un"] });
     expect(r.stdout.trim()).toBe("agent");
     await pool.stop();
     expect(await mine("w-fill")).toEqual([]);
@@ -81,7 +76,7 @@ describe("warm sandbox pool", () => {
     );
     await pool.start();
     await pool.whenFull();
-    const warm = new Set((await mine("w-claim")).map((c) => c.id));
+    const warm = new Set((await mine("w-claim")).map((c) => c.ref));
 
     // Five concurrent start jobs, two warm containers: two get distinct ones, three get none.
     const claims = await Promise.all(
@@ -89,27 +84,27 @@ describe("warm sandbox pool", () => {
     );
     const got = claims.filter((c): c is SandboxInfo => c !== null);
     expect(got).toHaveLength(2);
-    expect(new Set(got.map((c) => c.id)).size).toBe(2);
-    for (const c of got) expect(warm.has(c.id)).toBe(true);
+    expect(new Set(got.map((c) => c.ref)).size).toBe(2);
+    for (const c of got) expect(warm.has(c.ref)).toBe(true);
     expect(recorded.map((r) => r.container).sort()).toEqual(got.map((c) => c.name).sort());
 
     // Replenished in the background with new containers; the claimed ones never come back.
     await pool.whenFull();
-    const claimedIds = new Set(got.map((c) => c.id));
+    const claimedIds = new Set(got.map((c) => c.ref));
     const again = await Promise.all([
       pool.claim({ taskId: "t6", sandboxId: "s6" }),
       pool.claim({ taskId: "t7", sandboxId: "s7" }),
     ]);
     for (const c of again) {
       expect(c).not.toBeNull();
-      expect(claimedIds.has((c as SandboxInfo).id)).toBe(false);
+      expect(claimedIds.has((c as SandboxInfo).ref)).toBe(false);
     }
 
     // Stopping removes only what is still unclaimed: claimed containers belong to their conversations.
     await pool.whenFull();
     await pool.stop();
-    const left = new Set((await mine("w-claim")).map((c) => c.id));
-    expect(left).toEqual(new Set([...got, ...(again as SandboxInfo[])].map((c) => c.id)));
+    const left = new Set((await mine("w-claim")).map((c) => c.ref));
+    expect(left).toEqual(new Set([...got, ...(again as SandboxInfo[])].map((c) => c.ref)));
     expect(await pool.claim({ taskId: "late", sandboxId: "late" })).toBeNull();
     for (const id of left) await driver.destroy(id);
   });
@@ -120,7 +115,7 @@ describe("warm sandbox pool", () => {
     await Promise.all([a.start(), b.start()]);
     await Promise.all([a.whenFull(), b.whenFull()]);
     const claims = await Promise.all([a, b, a, b].map((p, i) => p.claim({ taskId: `t${i}`, sandboxId: `s${i}` })));
-    const ids = claims.map((c) => (c as SandboxInfo).id);
+    const ids = claims.map((c) => (c as SandboxInfo).ref);
     expect(new Set(ids).size).toBe(4);
     expect((claims[0] as SandboxInfo).labels[PoolOwnerLabel]).toBe("w-a");
     expect((claims[1] as SandboxInfo).labels[PoolOwnerLabel]).toBe("w-b");
@@ -142,7 +137,7 @@ describe("warm sandbox pool", () => {
     await pool.whenFull();
     const [warm] = await mine("w-fail");
     await expect(pool.claim({ taskId: "t", sandboxId: "s" })).rejects.toThrow("database down");
-    expect(await driver.inspect((warm as SandboxInfo).id)).toBeNull();
+    expect(await driver.inspect((warm as SandboxInfo).ref)).toBeNull();
     await pool.stop();
   });
 
@@ -151,36 +146,47 @@ describe("warm sandbox pool", () => {
     await pool.start();
     await pool.whenFull();
     const [warm] = await mine("w-dead");
-    const deadId = (warm as SandboxInfo).id;
+    const deadId = (warm as SandboxInfo).ref;
     await docker.getContainer(deadId).kill();
-    await until(async () => {
-      const list = await mine("w-dead");
-      return list.length === 1 && list[0]?.id !== deadId && list[0]?.state === "running" && pool.available() === 1;
-    });
+    await waitFor(
+      async () => {
+        const list = await mine("w-dead");
+        return list.length === 1 && list[0]?.ref !== deadId && list[0]?.state === "running" && pool.available() === 1;
+      },
+      { what: "the dead warm container to be replaced" },
+    );
     const claimed = await pool.claim({ taskId: "t", sandboxId: "s" });
-    expect(claimed?.id).not.toBe(deadId);
+    expect(claimed?.ref).not.toBe(deadId);
     await pool.stop();
-    if (claimed) await driver.destroy(claimed.id);
+    if (claimed) await driver.destroy(claimed.ref);
   });
 
   it("proves its owner alive with a heartbeat while it runs, and stops beating when stopped", async () => {
-    let beats = 0;
-    const pool = createSandboxPool(
-      driver,
-      options("w-beat", {
-        size: 1,
-        heartbeatMs: 50,
-        heartbeat: async () => {
-          beats++;
-        },
-      }),
-    );
-    await pool.start();
-    await until(() => beats >= 3);
-    await pool.stop();
-    const after = beats;
-    await new Promise((r) => setTimeout(r, 200));
-    expect(beats).toBe(after);
+    // Only the heartbeat's interval runs on a clock of the test's own: moving it gives the pool
+    // every chance to beat, so "no beat after stop" is proven, not hoped for after a sleep.
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      let beats = 0;
+      const pool = createSandboxPool(
+        driver,
+        options("w-beat", {
+          size: 1,
+          heartbeatMs: 50,
+          heartbeat: async () => {
+            beats++;
+          },
+        }),
+      );
+      await pool.start();
+      vi.advanceTimersByTime(150);
+      expect(beats).toBeGreaterThanOrEqual(3);
+      await pool.stop();
+      const after = beats;
+      vi.advanceTimersByTime(1_000);
+      expect(beats).toBe(after);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("prepares each container before it counts as warm, and discards one whose preparation fails", async () => {
@@ -194,14 +200,23 @@ describe("warm sandbox pool", () => {
     await pool.start();
     await pool.whenFull();
     const claimed = await pool.claim({ taskId: "t", sandboxId: "s" });
-    const r = await driver.exec((claimed as SandboxInfo).id, { cmd: ["test", "-d", "/workspace/ready/.git"] });
+    const r = await driver.exec((claimed as SandboxInfo).ref, { cmd: ["test", "-d", "/workspace/ready/.git"] });
     expect(r.exitCode).toBe(0);
     await pool.stop();
-    await driver.destroy((claimed as SandboxInfo).id);
+    await driver.destroy((claimed as SandboxInfo).ref);
 
-    const failing = createSandboxPool(driver, options("w-prep-fail", { size: 1, prepare: { cmd: ["false"] } }));
+    // Counted, so the test knows when the pool has tried (and failed) to warm a container twice.
+    let removed = 0;
+    const counting: SandboxDriver = {
+      ...driver,
+      destroy: async (id) => {
+        await driver.destroy(id);
+        removed++;
+      },
+    };
+    const failing = createSandboxPool(counting, options("w-prep-fail", { size: 1, prepare: { cmd: ["false"] } }));
     await failing.start();
-    await new Promise((r) => setTimeout(r, 1_500));
+    await waitFor(() => removed >= 2, { what: "two failed warm-ups to be removed" });
     expect(failing.available()).toBe(0);
     expect(await failing.claim({ taskId: "t", sandboxId: "s" })).toBeNull();
     await failing.stop();

@@ -1,40 +1,89 @@
 import type Docker from "dockerode";
-import type { ExecOptions, SandboxDriver, SandboxInfo, SandboxSpec, SandboxState } from "../driver.ts";
+import type {
+  ExecOptions,
+  PreparedSandboxes,
+  SandboxContainment,
+  SandboxDriver,
+  SandboxInfo,
+  SandboxLimits,
+  SandboxSpec,
+  SandboxState,
+} from "../driver.ts";
 import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
+import { enforceDockerContainment } from "./containment.ts";
 import { runExec } from "./exec.ts";
+import { ensureSandboxNetwork } from "./network.ts";
 
 export interface DockerDriverOptions {
+  /** The sandboxes' own bridge network, made by `prepare` when missing; every sandbox joins it. */
+  network: string;
   /** Owner of uploaded files: the image's non-root user (uid/gid 1000 in tern-sandbox). */
   fileOwner?: ArchiveOwner;
   /** Largest file `download` returns. */
   maxDownloadBytes?: number;
+  /** Checked and installed by `prepare`; its disk limit and runtime apply to every sandbox. */
+  containment?: SandboxContainment;
+  /** The engine's name for affinity (ENGINE_ID); unset: the engine's own id from `docker info`. */
+  engineId?: string;
 }
+
+/** An engine id as queue names and labels carry it: Docker's ids are safe, older ones hold colons. */
+const engineIdSafe = (id: string): string => id.replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 64);
 
 const statusOf = (err: unknown): number | undefined => (err as { statusCode?: number }).statusCode;
 
+/** Docker's container states in our words; callers never see Docker's. */
+export const sandboxStateOf = (dockerState: string): SandboxState => {
+  switch (dockerState) {
+    case "running":
+      return "running";
+    case "paused":
+      return "paused";
+    case "created":
+    case "restarting":
+      return "starting";
+    case "exited":
+      return "stopped";
+    default:
+      // dead, removing, and anything a later engine adds: it will not run again.
+      return "failed";
+  }
+};
+
 const toInfo = (c: Docker.ContainerInspectInfo): SandboxInfo => ({
-  id: c.Id,
+  ref: c.Id,
   name: c.Name.replace(/^\//, ""),
-  state: c.State.Status as SandboxState,
+  state: sandboxStateOf(c.State.Status),
   labels: c.Config.Labels ?? {},
   createdAt: c.Created,
 });
+
+/** Open files per process when a spec says nothing: enough for builds and language servers. */
+const DEFAULT_NOFILE = 4096;
+/** Processes of the sandbox uid, host-wide (see SandboxLimits.nproc): 16 sandboxes' worth of the default pids limit. */
+const DEFAULT_NPROC = 8192;
 
 /**
  * The hardening every sandbox gets: no capabilities at all (the workload runs as the image's
  * non-root user and needs none), no privilege gain through setuid binaries, resource limits,
  * a private network and no published ports.
  */
-export const hardenedHostConfig = (spec: SandboxSpec): Docker.HostConfig => ({
+export const hardenedHostConfig = (limits: SandboxLimits, network: string, runtime?: string): Docker.HostConfig => ({
   CapDrop: ["ALL"],
   SecurityOpt: ["no-new-privileges:true"],
   Privileged: false,
-  Memory: spec.limits.memoryMb * 1024 * 1024,
+  Memory: limits.memoryMb * 1024 * 1024,
   // No swap beyond the memory limit.
-  MemorySwap: spec.limits.memoryMb * 1024 * 1024,
-  NanoCpus: Math.round(spec.limits.cpus * 1e9),
-  PidsLimit: spec.limits.pids,
-  NetworkMode: spec.network,
+  MemorySwap: limits.memoryMb * 1024 * 1024,
+  NanoCpus: Math.round(limits.cpus * 1e9),
+  PidsLimit: limits.pids,
+  Ulimits: [
+    { Name: "nofile", Soft: limits.nofile ?? DEFAULT_NOFILE, Hard: limits.nofile ?? DEFAULT_NOFILE },
+    { Name: "nproc", Soft: limits.nproc ?? DEFAULT_NPROC, Hard: limits.nproc ?? DEFAULT_NPROC },
+  ],
+  ...(limits.diskMb ? { StorageOpt: { size: `${limits.diskMb}M` } } : {}),
+  ...(runtime ? { Runtime: runtime } : {}),
+  NetworkMode: network,
   PublishAllPorts: false,
   PortBindings: {},
   IpcMode: "private",
@@ -44,22 +93,37 @@ export const hardenedHostConfig = (spec: SandboxSpec): Docker.HostConfig => ({
   LogConfig: { Type: "json-file", Config: { "max-size": "1m", "max-file": "1" } },
 });
 
-export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions = {}): SandboxDriver => {
+export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): SandboxDriver => {
   const owner = opts.fileOwner ?? { uid: 1000, gid: 1000 };
   const maxDownload = opts.maxDownloadBytes ?? 16 * 1024 * 1024;
 
-  const inspect = async (idOrName: string): Promise<SandboxInfo | null> => {
+  const inspect = async (ref: string): Promise<SandboxInfo | null> => {
     try {
-      return toInfo(await docker.getContainer(idOrName).inspect());
+      return toInfo(await docker.getContainer(ref).inspect());
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw err;
     }
   };
 
-  const destroy = async (idOrName: string): Promise<void> => {
+  /**
+   * Docker sets a container's paused flag when pause or unpause returns, and again when containerd's
+   * event for it arrives; an old "paused" event handled after an unpause reads the container as
+   * paused for a moment, though it runs. Wait (bounded) until inspect agrees with what was asked.
+   */
+  const settlesAs = async (ref: string, want: SandboxState, withinMs = 5_000): Promise<boolean> => {
+    const until = Date.now() + withinMs;
+    for (;;) {
+      const state = (await inspect(ref))?.state;
+      if (state === want) return true;
+      if (state === undefined || Date.now() >= until) return false;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+
+  const destroy = async (ref: string): Promise<void> => {
     try {
-      await docker.getContainer(idOrName).remove({ force: true, v: true });
+      await docker.getContainer(ref).remove({ force: true, v: true });
     } catch (err) {
       // 404: already gone; 409: a removal is already in progress.
       if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
@@ -68,16 +132,16 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions = {
 
   /** Brings an existing container to "running" whatever state it was left in. */
   const ensureRunning = async (info: SandboxInfo): Promise<SandboxInfo | null> => {
-    const c = docker.getContainer(info.id);
+    const c = docker.getContainer(info.ref);
     try {
       if (info.state === "paused") await c.unpause();
-      else if (info.state === "created" || info.state === "exited") await c.start();
-      else if (info.state === "dead" || info.state === "removing") return null;
+      else if (info.state === "starting" || info.state === "stopped") await c.start();
+      else if (info.state === "failed") return null;
     } catch (err) {
       // 304: already started (a concurrent adopter); 409: already unpaused.
       if (statusOf(err) !== 304 && statusOf(err) !== 409) throw err;
     }
-    return inspect(info.id);
+    return inspect(info.ref);
   };
 
   const create = async (spec: SandboxSpec): Promise<SandboxInfo> => {
@@ -89,9 +153,15 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions = {
           Labels: spec.labels,
           Env: Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
           Hostname: "sandbox",
+          // Always the unprivileged user, whatever the image says: an image without USER would run as root.
+          User: `${owner.uid}:${owner.gid}`,
           Tty: false,
           OpenStdin: false,
-          HostConfig: hardenedHostConfig(spec),
+          HostConfig: hardenedHostConfig(
+            { ...spec.limits, diskMb: spec.limits.diskMb ?? opts.containment?.diskMb },
+            opts.network,
+            spec.runtime ?? opts.containment?.runtime,
+          ),
         });
         try {
           await c.start();
@@ -114,22 +184,41 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions = {
   };
 
   return {
+    async prepare(): Promise<PreparedSandboxes> {
+      await docker.ping();
+      // A Docker engine's containers are reachable only through that engine: sandboxes have affinity.
+      const engineId = engineIdSafe(opts.engineId ?? ((await docker.info()) as { ID?: string }).ID ?? "");
+      if (!engineId) throw new Error("the Docker engine reports no ID; set ENGINE_ID");
+      const network = await ensureSandboxNetwork(docker, opts.network);
+      // Before any sandbox exists: a driver that cannot hold them in makes none.
+      const contained = opts.containment ? await enforceDockerContainment(docker, network.name, opts.containment) : {};
+      return {
+        hostAddress: network.gateway,
+        summary: { driver: "docker", engine: engineId, network: network.name, ...contained },
+        engineId,
+      };
+    },
+
     create,
     inspect,
     destroy,
 
-    exec: (containerId: string, execOpts: ExecOptions) => runExec(docker.getContainer(containerId), execOpts),
+    exec: (ref: string, execOpts: ExecOptions) => runExec(docker.getContainer(ref), execOpts),
 
-    async upload(containerId, destDir, files) {
-      const mk = await runExec(docker.getContainer(containerId), { cmd: ["mkdir", "-p", "--", destDir] });
+    async upload(ref, destDir, files) {
+      const mk = await runExec(docker.getContainer(ref), { cmd: ["mkdir", "-p", "--", destDir] });
       if (mk.exitCode !== 0) throw new Error(`cannot create ${destDir}: ${mk.stderr.trim()}`);
       const archive = await packFiles(files, owner);
-      await docker.getContainer(containerId).putArchive(archive, { path: destDir });
+      await docker.getContainer(ref).putArchive(archive, { path: destDir });
     },
 
-    async download(containerId, path) {
+    async putArchive(ref, destDir, archive) {
+      await docker.getContainer(ref).putArchive(archive, { path: destDir, noOverwriteDirNonDir: "true" });
+    },
+
+    async download(ref, path) {
       try {
-        const stream = await docker.getContainer(containerId).getArchive({ path });
+        const stream = await docker.getContainer(ref).getArchive({ path });
         return await firstFileOf(stream, maxDownload);
       } catch (err) {
         if (statusOf(err) === 404) return null;
@@ -137,34 +226,42 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions = {
       }
     },
 
-    async pause(containerId) {
+    async archive(ref, path) {
       try {
-        await docker.getContainer(containerId).pause();
+        return await docker.getContainer(ref).getArchive({ path });
       } catch (err) {
-        // Already paused.
-        if (statusOf(err) !== 409) throw err;
-        const info = await inspect(containerId);
-        if (info?.state !== "paused") throw err;
+        if (statusOf(err) === 404) return null;
+        throw err;
       }
     },
 
-    async resume(containerId) {
+    async pause(ref) {
       try {
-        await docker.getContainer(containerId).unpause();
+        await docker.getContainer(ref).pause();
       } catch (err) {
+        // Already paused.
         if (statusOf(err) !== 409) throw err;
-        const info = await inspect(containerId);
-        if (info?.state !== "running") throw err;
       }
+      if (!(await settlesAs(ref, "paused"))) throw new Error(`sandbox ${ref} did not pause`);
+    },
+
+    async resume(ref) {
+      try {
+        await docker.getContainer(ref).unpause();
+      } catch (err) {
+        // Not paused (Docker answers 500 "is not paused", some versions 409): running is what was asked.
+        if (statusOf(err) === 404) throw err;
+      }
+      if (!(await settlesAs(ref, "running"))) throw new Error(`sandbox ${ref} did not resume`);
     },
 
     async list(labels) {
       const filters = { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) };
       const rows = await docker.listContainers({ all: true, filters: JSON.stringify(filters) });
       return rows.map((r) => ({
-        id: r.Id,
+        ref: r.Id,
         name: (r.Names[0] ?? "").replace(/^\//, ""),
-        state: r.State as SandboxState,
+        state: sandboxStateOf(r.State),
         labels: r.Labels ?? {},
         createdAt: new Date(r.Created * 1000).toISOString(),
       }));

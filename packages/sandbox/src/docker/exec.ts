@@ -13,7 +13,7 @@ const WATCHDOG_GRACE_MS = KILL_AFTER_SECONDS * 1000 + 5_000;
  * Splits Docker's multiplexed attach stream: frames of an 8-byte header (stream type, 3 zero
  * bytes, big-endian length) then the payload. Frames may arrive cut anywhere.
  */
-export const createDemuxer = (onFrame: (stream: "stdout" | "stderr", payload: Buffer) => void) => {
+const createDemuxer = (onFrame: (stream: "stdout" | "stderr", payload: Buffer) => void) => {
   let pending: Buffer = Buffer.alloc(0);
   return (chunk: Buffer): void => {
     pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
@@ -72,18 +72,31 @@ export const runExec = async (container: Docker.Container, opts: ExecOptions): P
   let abandoned = false;
   await new Promise<void>((resolve, reject) => {
     let watchdog: NodeJS.Timeout | undefined;
+    let settled = false;
     const finish = (err?: Error) => {
+      settled = true;
       if (watchdog) clearTimeout(watchdog);
       if (err) reject(err);
       else resolve();
     };
-    if (opts.timeoutMs && opts.timeoutMs > 0) {
+    // While the sandbox is paused (frozen) its processes, `timeout` among them, make no progress:
+    // the command is not late, it is waiting. The watchdog looks again rather than abandon it.
+    const arm = (ms: number) => {
       watchdog = setTimeout(() => {
-        abandoned = true;
-        stream.destroy();
-        finish();
-      }, opts.timeoutMs + WATCHDOG_GRACE_MS);
-    }
+        container
+          .inspect()
+          .then((info) => info.State.Paused)
+          .catch(() => false)
+          .then((paused) => {
+            if (settled) return;
+            if (paused) return arm(WATCHDOG_GRACE_MS);
+            abandoned = true;
+            stream.destroy();
+            finish();
+          });
+      }, ms);
+    };
+    if (opts.timeoutMs && opts.timeoutMs > 0) arm(opts.timeoutMs + WATCHDOG_GRACE_MS);
     stream.on("data", (c: Buffer) => demux(c));
     stream.on("end", () => finish());
     stream.on("close", () => finish());
