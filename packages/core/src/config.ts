@@ -22,8 +22,30 @@ const url = (protocols: string[]) =>
     { message: `must be a URL with scheme ${protocols.map((p) => p.replace(":", "")).join(" or ")}` },
   );
 
+/** The longest an API key may live; the default of API_KEY_MAX_LIFETIME_DAYS, for callers without a config. */
+export const DEFAULT_API_KEY_MAX_LIFETIME_DAYS = 365;
+
+/** A comma-separated list; empty when unset. */
+const list = z.preprocess(
+  (v) =>
+    typeof v === "string"
+      ? v
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : v === undefined
+        ? []
+        : v,
+  z.array(z.string().min(1)),
+);
+
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const emptyAsUndefined = (v: unknown) => (v === "" ? undefined : v);
+
+const flag = z.preprocess(
+  (v) => (typeof v === "string" ? v.trim().toLowerCase() || undefined : v),
+  z.enum(["true", "false", "1", "0", "yes", "no"]).transform((v) => v === "true" || v === "1" || v === "yes"),
+);
 
 /** Pieces each process composes into its own schema, keyed by environment variable. */
 export const configFields = {
@@ -37,12 +59,25 @@ export const configFields = {
   PORT: int(0, 65535).default(3000),
   HOST: z.string().default("0.0.0.0"),
   PUBLIC_URL: z.preprocess(emptyAsUndefined, url(["http:", "https:"]).optional()),
-  DOCKER_HOST: z.preprocess(emptyAsUndefined, z.string().optional()),
+  /** An OTLP/HTTP collector (e.g. http://otel-collector:4318): set, the process exports its traces there. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyAsUndefined, url(["http:", "https:"]).optional()),
   SANDBOX_IMAGE: z.string().min(1).default("tern-sandbox:latest"),
-  SANDBOX_NETWORK: z.string().min(1).default("tern-sandboxes"),
+  /**
+   * More images listed as sandbox specs beside SANDBOX_IMAGE, comma-separated: e.g. the image
+   * older sandboxes still run after SANDBOX_IMAGE moved on, so their sandbox_spec_id resolves.
+   */
+  SANDBOX_IMAGES: list,
+  /**
+   * The token the API shows the workers' internal HTTP endpoints. Unset: one generated once and
+   * kept in Postgres, shared by every process of the deployment. Set it on all of them or none.
+   */
+  WORKER_INTERNAL_TOKEN: z.preprocess(emptyAsUndefined, z.string().min(32).optional()),
   SANDBOX_MEMORY_MB: int(64, 1_048_576).default(2048),
   SANDBOX_CPUS: z.coerce.number().positive().max(256).default(1),
   SANDBOX_PIDS_LIMIT: int(16, 1_000_000).default(512),
+  SANDBOX_NOFILE: int(64, 1_048_576).default(4096),
+  // Host-wide for the sandbox uid (RLIMIT_NPROC): a backstop above SANDBOX_PIDS_LIMIT × sandboxes.
+  SANDBOX_NPROC: int(64, 4_194_304).default(8192),
   SANDBOX_POOL_SIZE: int(0, 100).default(2),
   WORKER_CONCURRENCY: int(1, 1000).default(4),
   SETUP_SCRIPT_TIMEOUT: int(1, 86_400).default(600),
@@ -53,9 +88,78 @@ export const configFields = {
   LLM_BASE_URL: z.preprocess(emptyAsUndefined, url(["http:", "https:"]).optional()),
   LLM_API_KEY: z.preprocess(emptyAsUndefined, z.string().optional()),
   LLM_MODEL: z.preprocess(emptyAsUndefined, z.string().optional()),
+  /** Models a conversation may use on the operator's key, comma-separated (`*`: any of LLM_PROVIDER's); unset: LLM_MODEL only. */
+  LLM_MODELS: list,
+  /** Prices (USD per 1M tokens) added to the built-in table: JSON `{"model": {"input": n, "output": n, "cacheRead"?: n, "cacheWrite"?: n}}`. */
+  LLM_PRICES: z.preprocess(
+    (v) => {
+      if (v === undefined || v === "") return {};
+      if (typeof v !== "string") return v;
+      try {
+        return JSON.parse(v);
+      } catch {
+        return "not JSON";
+      }
+    },
+    z.record(
+      z.string(),
+      z.object({
+        input: z.number().nonnegative(),
+        output: z.number().nonnegative(),
+        cacheRead: z.number().nonnegative().optional(),
+        cacheWrite: z.number().nonnegative().optional(),
+      }),
+    ),
+  ),
+  /** USD a conversation may spend on the LLM unless its user set their own max_budget_per_task; unset: no cap. */
+  MAX_BUDGET_PER_TASK: z.preprocess(emptyAsUndefined, z.coerce.number().positive().optional()),
+  /** URL prefixes a user's llm_base_url may start with (`*`: any); unset: any public https URL. */
+  LLM_USER_BASE_URLS: list,
   MAX_ITERATIONS: int(1, 10_000).default(100),
-  API_KEY_MAX_LIFETIME_DAYS: int(1, 36_500).default(365),
+  API_KEY_MAX_LIFETIME_DAYS: int(1, 36_500).default(DEFAULT_API_KEY_MAX_LIFETIME_DAYS),
   CURSOR_SECRET: z.preprocess(emptyAsUndefined, z.string().min(16).optional()),
+  /** Keys that seal what users hand us (secret-box.ts): comma-separated, the first one seals. */
+  SECRETS_KEY: z.preprocess(emptyAsUndefined, z.string().optional()),
+  /** Where a local deployment without SECRETS_KEY keeps the key generated on its first start (mode 0600). */
+  SECRETS_KEY_FILE: z.string().min(1).default(".tern/secrets.key"),
+  // Tenancy limits (issue 11): each bounds what one tenant may take; 0 turns a limit off.
+  /** Requests per minute per key, whatever the route. */
+  RATE_LIMIT_PER_MINUTE: int(0, 1_000_000).default(600),
+  /** Conversation starts per minute per key (on top of the general limit). */
+  RATE_LIMIT_STARTS_PER_MINUTE: int(0, 1_000_000).default(10),
+  /** Messages to the agent per minute per key (on top of the general limit). */
+  RATE_LIMIT_MESSAGES_PER_MINUTE: int(0, 1_000_000).default(60),
+  /** Live sandboxes (not MISSING or ERROR, starts in flight included) per user; OpenHands' default is 5. */
+  MAX_SANDBOXES_PER_USER: int(0, 100_000).default(5),
+  MAX_STARTS_IN_FLIGHT_PER_USER: int(0, 100_000).default(3),
+  /** Live (not revoked, not expired) API keys per user. */
+  MAX_KEYS_PER_USER: int(0, 100_000).default(10),
+  /** UTF-8 bytes of text in one message to the agent. */
+  MAX_MESSAGE_BYTES: int(0, 16 * 1024 * 1024).default(64 * 1024),
+  MAX_EVENTS_PER_CONVERSATION: int(0, 100_000_000).default(10_000),
+  /** Bytes of all of a repository's skill files together. */
+  MAX_SKILLS_BYTES: int(0, 64 * 1024 * 1024).default(256 * 1024),
+  /** Seconds without events or runs after which a conversation's sandbox is paused. */
+  SANDBOX_IDLE_PAUSE: int(0, 31_536_000).default(1800),
+  /** Seconds after its creation at which a sandbox is removed, once no run works in it. */
+  SANDBOX_MAX_AGE: int(0, 31_536_000).default(86_400),
+  /** Events of the conversation the model is shown at each step (the system prompt and first user message besides). */
+  AGENT_HISTORY_WINDOW: int(10, 100_000).default(120),
+  /** Webhook URLs on private, loopback, link-local or otherwise non-public addresses (API and worker). */
+  WEBHOOK_ALLOW_PRIVATE: flag.default(false),
+  /** Webhook URLs over plain http (API and worker). */
+  WEBHOOK_ALLOW_HTTP: flag.default(false),
+  /** Webhooks per user. 0: off. */
+  MAX_WEBHOOKS_PER_USER: int(0, 100_000).default(20),
+  /** How long one webhook delivery try may take, in ms. */
+  WEBHOOK_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  /** First retry delay of a failed delivery, in ms; doubles at each try up to WEBHOOK_RETRY_MAX_DELAY_MS. */
+  WEBHOOK_RETRY_BASE_MS: int(10, 3_600_000).default(5_000),
+  WEBHOOK_RETRY_MAX_DELAY_MS: int(10, 86_400_000).default(3_600_000),
+  /** How long after its state change a delivery is retried before it is marked failed, in ms. */
+  WEBHOOK_RETRY_WINDOW_MS: int(1_000, 7 * 86_400_000).default(86_400_000),
+  /** How often each worker looks for due webhook deliveries in the outbox, in ms. */
+  WEBHOOK_SWEEP_INTERVAL_MS: int(50, 600_000).default(1_000),
 } as const;
 
 /** Parses `env` once with `schema`; the first bad variable stops the process with its name. */

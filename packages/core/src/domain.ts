@@ -1,3 +1,8 @@
+import type { agentTypes, conversationTriggers, StartRequest } from "./schemas/start-request.ts";
+
+export type ConversationTrigger = (typeof conversationTriggers)[number];
+export type AgentType = (typeof agentTypes)[number];
+
 export const startTaskStatuses = [
   "WORKING",
   "WAITING_FOR_SANDBOX",
@@ -27,47 +32,13 @@ export type ExecutionStatus = (typeof executionStatuses)[number];
 export const sandboxStatuses = ["STARTING", "RUNNING", "PAUSED", "ERROR", "MISSING"] as const;
 export type SandboxStatus = (typeof sandboxStatuses)[number];
 
-export const eventKinds = [
-  "MessageEvent",
-  "ActionEvent",
-  "ObservationEvent",
-  "AgentErrorEvent",
-  "SystemPromptEvent",
-  "ConversationStateUpdateEvent",
-  "PauseEvent",
-] as const;
-export type EventKind = (typeof eventKinds)[number];
-export const isEventKind = (s: string): s is EventKind => (eventKinds as readonly string[]).includes(s);
-
-export const eventSources = ["agent", "user", "environment"] as const;
-export type EventSource = (typeof eventSources)[number];
-
 export const gitProviders = ["github", "gitlab", "bitbucket"] as const;
 export type GitProvider = (typeof gitProviders)[number];
 
-export interface TextContent {
-  type: "text";
-  text: string;
-}
-
-export interface InitialMessage {
-  role: "user";
-  content: TextContent[];
-  run?: boolean;
-}
-
-/** The start request as the client gave it; kept verbatim on the start task. */
-export interface StartRequest {
-  title?: string | null;
-  initial_message?: InitialMessage | null;
-  llm_model?: string | null;
-  selected_repository?: string | null;
-  selected_branch?: string | null;
-  git_provider?: GitProvider | null;
-}
-
 export interface User {
   id: string;
+  /** A label the operator gave (`cli users create --name`); null when none. */
+  name: string | null;
   isAdmin: boolean;
   createdAt: string;
 }
@@ -108,6 +79,18 @@ export interface Skill {
   source: string;
 }
 
+/**
+ * A hook the repository brought, in OpenHands' shape (GetHooksResponse's items): an event, and per
+ * matcher the commands that run on it. SETTING_UP_GIT_HOOKS records the pre-commit hook it installed.
+ */
+export interface RepositoryHook {
+  event_type: string;
+  matchers: {
+    matcher: string;
+    hooks: { type: "command"; command: string; timeout: number | null; async: boolean }[];
+  }[];
+}
+
 export interface ConversationMetrics {
   prompt_tokens: number;
   completion_tokens: number;
@@ -129,8 +112,18 @@ export interface Conversation {
   selectedBranch: string | null;
   gitProvider: GitProvider | null;
   llmModel: string | null;
+  /** OpenHands' start fields, stored and echoed. */
+  trigger: ConversationTrigger | null;
+  prNumber: number[];
+  parentConversationId: string | null;
+  /** Conversations started with this one as their parent. */
+  subConversationIds: string[];
+  public: boolean | null;
+  agentType: AgentType;
   metrics: ConversationMetrics;
   skills: Skill[];
+  /** What SETTING_UP_GIT_HOOKS installed. */
+  hooks: RepositoryHook[];
   /** Absolute path of the workspace repository inside the sandbox. */
   workspaceDir: string;
   createdAt: string;
@@ -139,32 +132,36 @@ export interface Conversation {
 
 export interface Sandbox {
   id: string;
+  /** Its owner: the user of the start task that made it, and so of its conversation. */
+  userId: string | null;
   startTaskId: string | null;
   conversationId: string | null;
-  containerName: string;
-  containerId: string | null;
+  /** Fixed per owner (e.g. `tern-task-<task id>`), unique: how a second attempt finds the sandbox. */
+  name: string;
+  /** The sandbox driver's reference to it, opaque outside the driver; null until created. */
+  ref: string | null;
   status: SandboxStatus;
   image: string;
   createdAt: string;
   updatedAt: string;
+  /** When the janitor paused it for idleness; null otherwise. Such a sandbox is resumed by the next run. */
+  idlePausedAt: string | null;
+  /**
+   * The engine holding it, when its driver has affinity (only that engine's workers reach it); null
+   * when every worker reaches it. Jobs on it go to that engine's queues.
+   */
+  engineId: string | null;
+  /** When it was marked MISSING because its engine had no worker alive for ENGINE_LOST_AFTER. */
+  engineLostAt: string | null;
 }
 
-export interface StoredEvent {
+/** A sandbox as its owner lists it: with its conversation's session key, when it has one. */
+export interface OwnedSandbox extends Sandbox {
+  sessionApiKey: string | null;
+}
+
+/** An image this deployment offers for sandboxes (OpenHands' SandboxSpecInfo). */
+export interface SandboxSpec {
   id: string;
-  conversationId: string;
-  seq: number;
-  kind: EventKind;
-  source: EventSource;
-  /** ISO 8601 UTC with microseconds, ending in Z. */
-  timestamp: string;
-  payload: Record<string, unknown>;
+  createdAt: string;
 }
-
-/** Event JSON as clients see it: `{ id, kind, source, timestamp, ...payload }`. */
-export const eventToJson = (e: StoredEvent): Record<string, unknown> => ({
-  ...e.payload,
-  id: e.id,
-  kind: e.kind,
-  source: e.source,
-  timestamp: e.timestamp,
-});

@@ -1,43 +1,139 @@
-/** Stable error codes; each maps to one HTTP status. Clients may rely on the code. */
-export const errorStatus = {
-  bad_request: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  conflict: 409,
-  payload_too_large: 413,
-  validation_failed: 422,
-  rate_limited: 429,
-  internal: 500,
-  service_unavailable: 503,
-} as const;
+/**
+ * Errors of the domain, apart from HTTP. Each has a stable `code` (clients may rely on it once the
+ * API has mapped it) and a message fit for whoever caused it. Whether to retry is a property of the
+ * type, not of a status: a worker retries only `transient` errors, and ends the job at once on any
+ * other DomainError (the user's or the repository's to fix). The API turns codes into statuses in
+ * one place (apps/api/src/middleware/errors.ts); nothing here knows HTTP.
+ */
+export const errorCodes = [
+  "bad_request",
+  "unauthorized",
+  "forbidden",
+  "not_found",
+  "method_not_allowed",
+  "conflict",
+  "gone",
+  "payload_too_large",
+  "validation_failed",
+  "repository_fault",
+  "rate_limited",
+  "quota_exceeded",
+  "internal",
+  "service_unavailable",
+] as const;
 
-export type ErrorCode = keyof typeof errorStatus;
+export type ErrorCode = (typeof errorCodes)[number];
 
-/** The one error type of the service: a stable code, an HTTP status and a message fit for a client. */
-export class AppError extends Error {
-  readonly code: ErrorCode;
-  readonly status: number;
+export abstract class DomainError extends Error {
+  abstract readonly code: ErrorCode;
+  /** A passing fault: the same call may succeed later unchanged. Only these are retried. */
+  readonly transient: boolean = false;
   readonly details: unknown;
 
-  constructor(code: ErrorCode, message: string, details?: unknown) {
+  constructor(message: string, details?: unknown) {
     super(message);
-    this.name = "AppError";
-    this.code = code;
-    this.status = errorStatus[code];
+    this.name = new.target.name;
     this.details = details;
-  }
-
-  toBody(): { error: { code: ErrorCode; message: string; details?: unknown } } {
-    return {
-      error: {
-        code: this.code,
-        message: this.message,
-        ...(this.details === undefined ? {} : { details: this.details }),
-      },
-    };
   }
 }
 
-export const isAppError = (err: unknown): err is AppError => err instanceof AppError;
+/** Malformed input that could not even be validated (bad JSON, a forged cursor). */
+export class BadRequestError extends DomainError {
+  readonly code = "bad_request";
+}
+
+/** Input that parsed but breaks a rule; `details` lists `{field, in, message}` per problem. */
+export class ValidationError extends DomainError {
+  readonly code = "validation_failed";
+}
+
+/** No credential, or one that is unknown, revoked or expired. */
+export class UnauthorizedError extends DomainError {
+  readonly code = "unauthorized";
+}
+
+export class ForbiddenError extends DomainError {
+  readonly code = "forbidden";
+}
+
+/** Unknown, or another user's: the two are never told apart. */
+export class NotFoundError extends DomainError {
+  readonly code = "not_found";
+}
+
+/** The resource is in a state that refuses the request now (e.g. a run already going). */
+export class ConflictError extends DomainError {
+  readonly code = "conflict";
+}
+
+/** The resource existed and is gone for good (e.g. a removed sandbox). */
+export class GoneError extends DomainError {
+  readonly code = "gone";
+}
+
+export class PayloadTooLargeError extends DomainError {
+  readonly code = "payload_too_large";
+}
+
+export class RateLimitedError extends DomainError {
+  readonly code = "rate_limited";
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A tenant holds all it may of something (sandboxes, starts in flight, keys). `quota` names the
+ * setting that bounds it; the message says what frees a slot. Waiting may help (a start finishes,
+ * an idle sandbox is removed), so a retry hint is given as for a rate limit.
+ */
+export class QuotaExceededError extends DomainError {
+  readonly code = "quota_exceeded";
+  constructor(
+    message: string,
+    readonly quota: string,
+    readonly limit: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message, { quota, limit });
+  }
+}
+
+/**
+ * The conversation holds MAX_EVENTS_PER_CONVERSATION events: nothing more is appended to it
+ * (the agent's closing error and state change aside). A new conversation continues the work.
+ */
+export class EventLimitError extends ConflictError {
+  constructor(readonly limit: number) {
+    super(
+      `The conversation has reached its limit of ${limit} events (MAX_EVENTS_PER_CONVERSATION); start a new conversation to continue`,
+      { limit },
+    );
+  }
+}
+
+/**
+ * The repository's own code failed: its setup script, its hooks, its skills. The user's to fix;
+ * never retried (a retry would run earlier stages again in a container that code controls).
+ */
+export class RepositoryFaultError extends DomainError {
+  readonly code = "repository_fault";
+}
+
+/** A service we depend on (the job queue, the sandbox engine) is unreachable now; try again. */
+export class UnavailableError extends DomainError {
+  readonly code = "service_unavailable";
+  override readonly transient = true;
+}
+
+export const isDomainError = (err: unknown): err is DomainError => err instanceof DomainError;
+
+/** A fault of the user or of the repository: fail at once, never retry. */
+export const isPermanentFault = (err: unknown): err is DomainError => isDomainError(err) && !err.transient;
+
+/** The job queue is unreachable: the one message every producer gives. */
+export const queueUnavailable = (): UnavailableError =>
+  new UnavailableError("The job queue is unreachable; try again shortly");

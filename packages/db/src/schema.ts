@@ -5,10 +5,40 @@ type Timestamp = ColumnType<string, string | Date | undefined, string | Date>;
 type NullableTimestamp = ColumnType<string | null, string | Date | null | undefined, string | Date | null>;
 type Json<T extends object | null> = JSONColumnType<T, string, string>;
 
-export interface UsersTable {
+interface UsersTable {
   id: string;
   is_admin: Generated<boolean>;
+  /** A label (migration 0030). */
+  name: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: Timestamp;
+}
+
+/** A user's secrets (migration 0030): `value` sealed by the secret box, never in clear. */
+interface UserSecretsTable {
+  user_id: string;
+  name: string;
+  description: string | null;
+  value: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** A user's LLM settings (migration 0030): `llm_api_key` sealed. */
+interface UserSettingsTable {
+  user_id: string;
+  llm_model: string | null;
+  llm_base_url: string | null;
+  llm_api_key: string | null;
+  max_iterations: number | null;
+  max_budget_per_task: number | null;
+  updated_at: Timestamp;
+}
+
+/** The start request's `secrets`, sealed (migration 0030). */
+interface StartTaskSecretsTable {
+  start_task_id: string;
+  name: string;
+  value: string;
 }
 
 export interface ApiKeysTable {
@@ -49,12 +79,18 @@ export interface ConversationsTable {
   sandbox_id: string | null;
   execution_status: Generated<string>;
   session_api_key: string;
+  /** SHA-256 (hex) of the session key: what a request's key is looked up by (migration 0031). */
+  session_api_key_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Set when the conversation is deleted: the session key authenticates nothing from then on. */
+  session_revoked_at: NullableTimestamp;
   selected_repository: string | null;
   selected_branch: string | null;
   git_provider: string | null;
   llm_model: string | null;
   metrics: ColumnType<Record<string, number>, string | undefined, string>;
   skills: ColumnType<unknown[], string | undefined, string>;
+  /** What SETTING_UP_GIT_HOOKS installed, in OpenHands' hook shape (migration 0021). */
+  hooks: ColumnType<unknown[], string | undefined, string>;
   workspace_dir: string;
   last_seq: Generated<number>;
   last_event_at: NullableTimestamp;
@@ -63,21 +99,53 @@ export interface ConversationsTable {
   /** The agent run holding the conversation's run lock (migration 0004). */
   active_run_id: Generated<string | null>;
   run_attempt: Generated<number>;
+  /** OpenHands' start fields, stored and echoed (migration 0060). */
+  trigger: ColumnType<string | null, string | null | undefined, string | null>;
+  pr_number: ColumnType<number[], string | undefined, string>;
+  parent_conversation_id: ColumnType<string | null, string | null | undefined, string | null>;
+  public: ColumnType<boolean | null, boolean | null | undefined, boolean | null>;
+  agent_type: Generated<string>;
+}
+
+/** Messages sent to a start task before READY, delivered in order at READY (migration 0060). */
+interface PendingMessagesTable {
+  id: string;
+  start_task_id: string;
+  content: Json<unknown[]>;
+  created_at: Timestamp;
 }
 
 export interface SandboxesTable {
   id: string;
+  /** The owner: its start task's user (migration 0020); set by the repository from the task. */
+  user_id: ColumnType<string | null, string | null | undefined, string | null>;
   start_task_id: string | null;
   conversation_id: string | null;
-  container_name: string;
-  container_id: string | null;
+  /** Fixed per owner and unique: a second create of the same name adopts the first sandbox. */
+  name: string;
+  /** The driver's reference to the sandbox, opaque here; null until `create` gave it back. */
+  ref: string | null;
   status: string;
   image: string;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** Set while the janitor holds the sandbox paused for idleness (migration 0050). */
+  idle_paused_at: NullableTimestamp;
+  /** The engine holding it, for drivers with affinity (migration 0070); null otherwise. */
+  engine_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Marked MISSING because its engine was lost (migration 0070). */
+  engine_lost_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
-export interface EventsTable {
+/** Each sandbox engine's last sign of life, from its workers' heartbeat (migration 0070). */
+interface EnginesTable {
+  id: string;
+  first_seen_at: Timestamp;
+  last_seen_at: Timestamp;
+  lost_at: NullableTimestamp;
+}
+
+interface EventsTable {
   id: string;
   conversation_id: string;
   seq: number;
@@ -88,13 +156,87 @@ export interface EventsTable {
 }
 
 /** One row per agent run (migration 0004). */
-export interface AgentRunsTable {
+interface AgentRunsTable {
   id: string;
   conversation_id: string;
   status: string;
   attempts: Generated<number>;
   started_at: Timestamp;
   ended_at: NullableTimestamp;
+}
+
+/** Secrets the deployment's processes share, generated once (migration 0022). */
+interface DeploymentSecretsTable {
+  name: string;
+  value: string;
+  created_at: Timestamp;
+}
+
+/** The sandbox images this deployment has offered, and since when (migration 0023). */
+interface SandboxSpecsTable {
+  id: string;
+  created_at: Timestamp;
+}
+
+/** A user's webhook subscriptions (migration 0085). */
+export interface WebhooksTable {
+  id: string;
+  user_id: string;
+  url: string;
+  events: string[];
+  secret_sealed: string;
+  created_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+/** The transactional outbox of webhook deliveries, and their state (migration 0085). */
+export interface WebhookDeliveriesTable {
+  id: Generated<string>;
+  webhook_id: string;
+  event_type: string;
+  data: Json<Record<string, unknown>>;
+  status: Generated<string>;
+  attempts: Generated<number>;
+  next_attempt_at: Timestamp;
+  locked_until: NullableTimestamp;
+  created_at: Timestamp;
+  delivered_at: NullableTimestamp;
+}
+
+/** One try of a webhook delivery (migration 0085). */
+interface WebhookDeliveryAttemptsTable {
+  delivery_id: string;
+  attempt: number;
+  started_at: Timestamp;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+}
+
+/** A user's own git account: one token per provider, sealed (migration 0040). */
+export interface GitProvidersTable {
+  id: string;
+  user_id: string;
+  provider: string;
+  /** A self-hosted GitLab's or GitHub Enterprise's host; null: the deployment's host of that provider. */
+  host: string | null;
+  /** The token, sealed by the secret box (context `git-provider:<user_id>:<provider>`). */
+  token_sealed: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** A pull request the agent opened from a conversation (migration 0040). */
+interface PullRequestsTable {
+  id: string;
+  conversation_id: string;
+  provider: string;
+  repository: string;
+  number: number;
+  url: string;
+  head: string;
+  base: string;
+  created_at: Timestamp;
 }
 
 export interface Database {
@@ -105,4 +247,16 @@ export interface Database {
   sandboxes: SandboxesTable;
   events: EventsTable;
   agent_runs: AgentRunsTable;
+  deployment_secrets: DeploymentSecretsTable;
+  sandbox_specs: SandboxSpecsTable;
+  user_secrets: UserSecretsTable;
+  user_settings: UserSettingsTable;
+  start_task_secrets: StartTaskSecretsTable;
+  engines: EnginesTable;
+  pending_messages: PendingMessagesTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_delivery_attempts: WebhookDeliveryAttemptsTable;
+  git_providers: GitProvidersTable;
+  pull_requests: PullRequestsTable;
 }

@@ -2,10 +2,36 @@ import type { Migration } from "kysely/migration";
 import * as m0001 from "./20261122_0001_initial.ts";
 import * as m0003 from "./20261122_0003_setup_output.ts";
 import * as m0004 from "./20261122_0004_agent_runs.ts";
+import * as m0005 from "./20261123_0005_sandbox_refs.ts";
+import * as m0020 from "./20261123_0020_sandbox_owner.ts";
+import * as m0021 from "./20261123_0021_conversation_hooks.ts";
+import * as m0022 from "./20261123_0022_deployment_secrets.ts";
+import * as m0023 from "./20261123_0023_sandbox_specs.ts";
+import * as m0030 from "./20261123_0030_users_secrets_settings.ts";
+import * as m0031 from "./20261123_0031_session_key_hash.ts";
+import * as m0040 from "./20261123_0040_git_providers.ts";
+import * as m0050 from "./20261123_0050_tenancy.ts";
+import * as m0060 from "./20261123_0060_openhands_v1.ts";
+import * as m0070 from "./20261123_0070_sandbox_engines.ts";
+import * as m0080 from "./20261123_0080_change_notifications.ts";
+import * as m0085 from "./20261123_0085_webhooks.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
   "20261122_0001_initial": m0001,
   "20261122_0003_setup_output": m0003,
   "20261122_0004_agent_runs": m0004,
+  "20261123_0005_sandbox_refs": m0005,
+  "20261123_0020_sandbox_owner": m0020,
+  "20261123_0021_conversation_hooks": m0021,
+  "20261123_0022_deployment_secrets": m0022,
+  "20261123_0023_sandbox_specs": m0023,
+  "20261123_0030_users_secrets_settings": m0030,
+  "20261123_0031_session_key_hash": m0031,
+  "20261123_0040_git_providers": m0040,
+  "20261123_0050_tenancy": m0050,
+  "20261123_0060_openhands_v1": m0060,
+  "20261123_0070_sandbox_engines": m0070,
+  "20261123_0080_change_notifications": m0080,
+  "20261123_0085_webhooks": m0085,
 };

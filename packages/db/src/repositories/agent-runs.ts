@@ -1,7 +1,7 @@
-import type { ExecutionStatus, StoredEvent } from "@tern/core";
+import { type EventDraft, type ExecutionStatus, newEvent, type StoredEvent } from "@tern/core";
 import { type Kysely, sql, type Transaction } from "kysely";
 import type { Database } from "../schema.ts";
-import { type EventDraft, eventsRepository } from "./events.ts";
+import { eventsRepository } from "./events.ts";
 
 /** What a run holds while it works: its id and the attempt that took it (a fencing token). */
 export interface RunLease {
@@ -24,12 +24,6 @@ export class RunLeaseLostError extends Error {
     this.name = "RunLeaseLostError";
   }
 }
-
-export const executionStatusEvent = (status: ExecutionStatus): EventDraft => ({
-  kind: "ConversationStateUpdateEvent",
-  source: "environment",
-  payload: { key: "execution_status", value: status },
-});
 
 /**
  * The run lock of a conversation (never two agent runs at once) and the writes a run makes under it.
@@ -95,7 +89,7 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
           .execute();
         const events = resumed
           ? []
-          : await eventsRepository(trx).append(conversationId, [executionStatusEvent("running")]);
+          : await eventsRepository(trx).append(conversationId, [newEvent.executionStatus("running")]);
         if (!resumed) await setStatus(trx, conversationId, "running", false);
         return {
           outcome: resumed ? "resumed" : "started",
@@ -105,11 +99,14 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
       });
     },
 
-    /** Appends events as the lease holder; refused (RunLeaseLostError) when the lease was lost. */
-    async append(lease: RunLease, drafts: EventDraft[]): Promise<StoredEvent[]> {
+    /**
+     * Appends events as the lease holder; refused (RunLeaseLostError) when the lease was lost, and
+     * (EventLimitError) past `maxEvents`.
+     */
+    async append(lease: RunLease, drafts: EventDraft[], opts: { maxEvents?: number } = {}): Promise<StoredEvent[]> {
       return db.transaction().execute(async (trx) => {
         if (!holds(await lockRow(trx, lease.conversationId), lease)) throw new RunLeaseLostError(lease);
-        return eventsRepository(trx).append(lease.conversationId, drafts);
+        return eventsRepository(trx).append(lease.conversationId, drafts, opts);
       });
     },
 
@@ -119,7 +116,7 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
         if (!holds(await lockRow(trx, lease.conversationId), lease)) throw new RunLeaseLostError(lease);
         const events = await eventsRepository(trx).append(lease.conversationId, [
           ...drafts,
-          executionStatusEvent(status),
+          newEvent.executionStatus(status),
         ]);
         await setStatus(trx, lease.conversationId, status, true);
         await finishRun(trx, lease.runId, status);
@@ -135,7 +132,7 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
       return db.transaction().execute(async (trx) => {
         const row = await lockRow(trx, conversationId);
         if (!row || row.active_run_id !== runId) return false;
-        await eventsRepository(trx).append(conversationId, [...drafts, executionStatusEvent("error")]);
+        await eventsRepository(trx).append(conversationId, [...drafts, newEvent.executionStatus("error")]);
         await setStatus(trx, conversationId, "error", true);
         await finishRun(trx, runId, "error");
         return true;
@@ -146,13 +143,16 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
      * A PauseEvent from the user. A running run sees it between two steps and stops `paused`;
      * with no run in progress the conversation is `paused` at once.
      */
-    async requestPause(conversationId: string): Promise<{ activeRunId: string | null } | null> {
+    async requestPause(
+      conversationId: string,
+      opts: { maxEvents?: number } = {},
+    ): Promise<{ activeRunId: string | null } | null> {
       return db.transaction().execute(async (trx) => {
         const row = await lockRow(trx, conversationId);
         if (!row) return null;
-        const drafts: EventDraft[] = [{ kind: "PauseEvent", source: "user", payload: {} }];
-        if (!row.active_run_id && row.execution_status !== "paused") drafts.push(executionStatusEvent("paused"));
-        await eventsRepository(trx).append(conversationId, drafts);
+        const drafts: EventDraft[] = [newEvent.pause()];
+        if (!row.active_run_id && row.execution_status !== "paused") drafts.push(newEvent.executionStatus("paused"));
+        await eventsRepository(trx).append(conversationId, drafts, opts);
         if (!row.active_run_id) await setStatus(trx, conversationId, "paused", false);
         return { activeRunId: row.active_run_id };
       });

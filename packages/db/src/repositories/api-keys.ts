@@ -18,6 +18,28 @@ export interface AuthenticatedKey {
   user: User;
 }
 
+/** A key that is neither revoked nor expired, with its user. */
+const findLive = async (
+  db: Kysely<Database>,
+  column: "key_hash" | "id",
+  value: string,
+): Promise<AuthenticatedKey | null> => {
+  const row = await db
+    .selectFrom("api_keys")
+    .innerJoin("users", "users.id", "api_keys.user_id")
+    .selectAll("api_keys")
+    .select(["users.is_admin", "users.name as user_name", "users.created_at as user_created_at"])
+    .where(column === "id" ? "api_keys.id" : "api_keys.key_hash", "=", value)
+    .where("api_keys.revoked_at", "is", null)
+    .where((eb) => eb.or([eb("api_keys.expires_at", "is", null), eb("api_keys.expires_at", ">", sql<string>`now()`)]))
+    .executeTakeFirst();
+  if (!row) return null;
+  return {
+    key: toApiKey(row),
+    user: { id: row.user_id, name: row.user_name, isAdmin: row.is_admin, createdAt: row.user_created_at },
+  };
+};
+
 export const apiKeysRepository = (db: Kysely<Database>) => ({
   async create(input: {
     userId: string;
@@ -43,20 +65,12 @@ export const apiKeysRepository = (db: Kysely<Database>) => ({
 
   /** A live key by its hash: not revoked, not expired. Served by the unique index on key_hash. */
   async findLiveByHash(hash: string): Promise<AuthenticatedKey | null> {
-    const row = await db
-      .selectFrom("api_keys")
-      .innerJoin("users", "users.id", "api_keys.user_id")
-      .selectAll("api_keys")
-      .select(["users.is_admin", "users.created_at as user_created_at"])
-      .where("api_keys.key_hash", "=", hash)
-      .where("api_keys.revoked_at", "is", null)
-      .where((eb) => eb.or([eb("api_keys.expires_at", "is", null), eb("api_keys.expires_at", ">", sql<string>`now()`)]))
-      .executeTakeFirst();
-    if (!row) return null;
-    return {
-      key: toApiKey(row),
-      user: { id: row.user_id, isAdmin: row.is_admin, createdAt: row.user_created_at },
-    };
+    return findLive(db, "key_hash", hash);
+  },
+
+  /** A live key by its id (a dashboard session names the key it was opened with). */
+  async findLiveById(id: string): Promise<AuthenticatedKey | null> {
+    return findLive(db, "id", id);
   },
 
   async listForUser(userId: string): Promise<ApiKey[]> {
@@ -69,6 +83,18 @@ export const apiKeysRepository = (db: Kysely<Database>) => ({
       .orderBy("id", "desc")
       .execute();
     return rows.map(toApiKey);
+  },
+
+  /** The user's live keys (not revoked, not expired), for the keys quota (api_keys_user_idx). */
+  async countLiveForUser(userId: string): Promise<number> {
+    const { n } = await db
+      .selectFrom("api_keys")
+      .select((eb) => eb.fn.countAll<string>().as("n"))
+      .where("user_id", "=", userId)
+      .where("revoked_at", "is", null)
+      .where((eb) => eb.or([eb("expires_at", "is", null), eb("expires_at", ">", sql<string>`now()`)]))
+      .executeTakeFirstOrThrow();
+    return Number(n);
   },
 
   /** Revokes the caller's own key; false when there is no such live key of theirs. */

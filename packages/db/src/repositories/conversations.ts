@@ -1,8 +1,55 @@
-import type { Conversation, ConversationMetrics, ExecutionStatus, GitProvider, SandboxStatus, Skill } from "@tern/core";
+import { createHash } from "node:crypto";
+import type {
+  AgentType,
+  Conversation,
+  ConversationMetrics,
+  ConversationTrigger,
+  ExecutionStatus,
+  GitProvider,
+  RepositoryHook,
+  SandboxStatus,
+  Skill,
+} from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { ConversationsTable, Database } from "../schema.ts";
 
-type Row = Selectable<ConversationsTable> & { sandbox_status: string | null };
+type Row = Selectable<ConversationsTable> & { sandbox_status: string | null; sub_conversation_ids: string[] | null };
+
+export const conversationSortOrders = [
+  "CREATED_AT",
+  "CREATED_AT_DESC",
+  "UPDATED_AT",
+  "UPDATED_AT_DESC",
+  "TITLE",
+  "TITLE_DESC",
+] as const;
+export type ConversationSortOrder = (typeof conversationSortOrders)[number];
+
+/** The search's and the count's filters (OpenHands' app-conversation search parameters). */
+export interface ConversationFilter {
+  titleContains?: string;
+  /** ISO 8601 with zone. */
+  createdAtGte?: string;
+  createdAtLt?: string;
+  updatedAtGte?: string;
+  updatedAtLt?: string;
+  sandboxId?: string;
+  /** Conversations started with a parent are left out unless asked for (as OpenHands does). */
+  includeSubConversations?: boolean;
+}
+
+/** A listing's keyset position: the sort key (as text) and id of the last item seen. */
+export interface SortPosition {
+  key: string;
+  id: string;
+}
+
+/** The value a conversation sorts by under `order`, as the keyset cursor keeps it. */
+export const conversationSortKey = (c: Conversation, order: ConversationSortOrder): string =>
+  order.startsWith("TITLE") ? (c.title ?? "") : order.startsWith("UPDATED_AT") ? c.updatedAt : c.createdAt;
+
+/** `%` and `_` of a user's text matched literally by LIKE. */
+export const likeEscaped = (text: string): string => text.replace(/[\\%_]/g, (ch) => `\\${ch}`);
 
 const emptyMetrics: ConversationMetrics = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0 };
 
@@ -19,8 +66,15 @@ const toConversation = (r: Row): Conversation => ({
   selectedBranch: r.selected_branch,
   gitProvider: r.git_provider as GitProvider | null,
   llmModel: r.llm_model,
+  trigger: r.trigger as ConversationTrigger | null,
+  prNumber: r.pr_number ?? [],
+  parentConversationId: r.parent_conversation_id,
+  subConversationIds: r.sub_conversation_ids ?? [],
+  public: r.public,
+  agentType: (r.agent_type ?? "default") as AgentType,
   metrics: { ...emptyMetrics, ...r.metrics },
   skills: r.skills as Skill[],
+  hooks: r.hooks as RepositoryHook[],
   workspaceDir: r.workspace_dir,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
@@ -38,8 +92,26 @@ export interface NewConversation {
   gitProvider: GitProvider | null;
   llmModel: string | null;
   skills: Skill[];
+  /** What SETTING_UP_GIT_HOOKS installed; none when not given. */
+  hooks?: RepositoryHook[];
   workspaceDir: string;
+  trigger?: ConversationTrigger | null;
+  prNumber?: number[];
+  parentConversationId?: string | null;
+  public?: boolean | null;
+  agentType?: AgentType;
 }
+
+/** What PATCH may change; a field left undefined is kept. */
+export interface ConversationUpdate {
+  title?: string;
+  public?: boolean | null;
+  selectedRepository?: string | null;
+  selectedBranch?: string | null;
+  gitProvider?: GitProvider | null;
+}
+
+const sessionKeyHash = (key: string) => createHash("sha256").update(key).digest("hex");
 
 export const conversationsRepository = (db: Kysely<Database>) => {
   // sandbox_status is read from the sandbox row (DESIGN: the conversation's status follows it).
@@ -48,7 +120,32 @@ export const conversationsRepository = (db: Kysely<Database>) => {
       .selectFrom("conversations")
       .leftJoin("sandboxes", "sandboxes.id", "conversations.sandbox_id")
       .selectAll("conversations")
-      .select("sandboxes.status as sandbox_status");
+      .select("sandboxes.status as sandbox_status")
+      // conversations_parent_idx
+      .select(
+        sql<
+          string[] | null
+        >`(select array_agg(s.id::text order by s.created_at, s.id) from conversations s where s.parent_conversation_id = conversations.id)`.as(
+          "sub_conversation_ids",
+        ),
+      );
+
+  const filtered = (userId: string, f: ConversationFilter) => {
+    let q = base().where("conversations.user_id", "=", userId);
+    if (!f.includeSubConversations) q = q.where("conversations.parent_conversation_id", "is", null);
+    if (f.titleContains !== undefined && f.titleContains !== "")
+      q = q.where(sql<boolean>`conversations.title ilike ${`%${likeEscaped(f.titleContains)}%`}`);
+    if (f.createdAtGte !== undefined)
+      q = q.where("conversations.created_at", ">=", sql<string>`${f.createdAtGte}::timestamptz`);
+    if (f.createdAtLt !== undefined)
+      q = q.where("conversations.created_at", "<", sql<string>`${f.createdAtLt}::timestamptz`);
+    if (f.updatedAtGte !== undefined)
+      q = q.where("conversations.updated_at", ">=", sql<string>`${f.updatedAtGte}::timestamptz`);
+    if (f.updatedAtLt !== undefined)
+      q = q.where("conversations.updated_at", "<", sql<string>`${f.updatedAtLt}::timestamptz`);
+    if (f.sandboxId !== undefined) q = q.where("conversations.sandbox_id", "=", f.sandboxId);
+    return q;
+  };
 
   return {
     /** Idempotent per start task: a second call returns the conversation the first one made. */
@@ -62,12 +159,19 @@ export const conversationsRepository = (db: Kysely<Database>) => {
           title: input.title,
           sandbox_id: input.sandboxId,
           session_api_key: input.sessionApiKey,
+          session_api_key_hash: sessionKeyHash(input.sessionApiKey),
           selected_repository: input.selectedRepository,
           selected_branch: input.selectedBranch,
           git_provider: input.gitProvider,
           llm_model: input.llmModel,
           skills: JSON.stringify(input.skills),
+          hooks: JSON.stringify(input.hooks ?? []),
           workspace_dir: input.workspaceDir,
+          trigger: input.trigger ?? null,
+          pr_number: JSON.stringify(input.prNumber ?? []),
+          parent_conversation_id: input.parentConversationId ?? null,
+          public: input.public ?? null,
+          agent_type: input.agentType ?? "default",
         })
         .onConflict((oc) => oc.column("start_task_id").doNothing())
         .execute();
@@ -95,30 +199,84 @@ export const conversationsRepository = (db: Kysely<Database>) => {
     },
 
     /**
-     * The caller's conversations, newest first, keyset-paged after (created_at, id) of the last one
-     * seen (conversations_user_created_idx). Returns up to `limit` + 1 rows so the caller knows if more follow.
+     * The caller's conversations matching `filter`, in `order`, keyset-paged after the (sort key,
+     * id) of the last one seen (conversations_user_created_idx / _updated_idx; a title order sorts
+     * the user's rows). Returns up to `limit` + 1 rows so the caller knows if more follow.
      */
     async searchForUser(
       userId: string,
-      opts: { limit: number; after?: { createdAt: string; id: string } | null },
+      opts: {
+        limit: number;
+        filter?: ConversationFilter;
+        order?: ConversationSortOrder;
+        after?: SortPosition | null;
+      },
     ): Promise<Conversation[]> {
-      let q = base().where("conversations.user_id", "=", userId);
+      const order = opts.order ?? "CREATED_AT_DESC";
+      const dir = order.endsWith("_DESC") ? "desc" : "asc";
+      const keyExpr = order.startsWith("TITLE")
+        ? sql`coalesce(conversations.title, '') collate "C"`
+        : order.startsWith("UPDATED_AT")
+          ? sql`conversations.updated_at`
+          : sql`conversations.created_at`;
+      // Titles compare byte-wise (collate "C"): the same order in every database, and in the cursor.
+      const keyCast = order.startsWith("TITLE") ? sql`::text collate "C"` : sql`::timestamptz`;
+      let q = filtered(userId, opts.filter ?? {});
       if (opts.after) {
+        const op = sql.raw(dir === "desc" ? "<" : ">");
         q = q.where(
-          sql<boolean>`(conversations.created_at, conversations.id) < (${opts.after.createdAt}::timestamptz, ${opts.after.id}::uuid)`,
+          sql<boolean>`(${keyExpr}, conversations.id) ${op} (${opts.after.key}${keyCast}, ${opts.after.id}::uuid)`,
         );
       }
       const rows = await q
-        .orderBy("conversations.created_at", "desc")
-        .orderBy("conversations.id", "desc")
+        .orderBy(sql`${keyExpr}`, dir)
+        .orderBy("conversations.id", dir)
         .limit(opts.limit + 1)
         .execute();
       return rows.map(toConversation);
     },
 
+    /** How many of the caller's conversations match `filter` (the search's total). */
+    async countForUser(userId: string, filter: ConversationFilter = {}): Promise<number> {
+      const rows = await filtered(userId, filter)
+        .clearSelect()
+        .select((eb) => eb.fn.countAll<string>().as("n"))
+        .executeTakeFirstOrThrow();
+      return Number(rows.n);
+    },
+
+    /** Changes the fields given; returns false when there is no such conversation. */
+    async update(id: string, change: ConversationUpdate): Promise<boolean> {
+      const set: Record<string, unknown> = {};
+      if (change.title !== undefined) set.title = change.title;
+      if (change.public !== undefined) set.public = change.public;
+      if (change.selectedRepository !== undefined) set.selected_repository = change.selectedRepository;
+      if (change.selectedBranch !== undefined) set.selected_branch = change.selectedBranch;
+      if (change.gitProvider !== undefined) set.git_provider = change.gitProvider;
+      const res = await db
+        .updateTable("conversations")
+        .set({ ...set, updated_at: sql<string>`clock_timestamp()` })
+        .where("id", "=", id)
+        .executeTakeFirst();
+      return res.numUpdatedRows > 0n;
+    },
+
+    /** The conversation a live (not revoked) session key belongs to, by the key's hash (unique index). */
     async findBySessionKey(sessionApiKey: string): Promise<Conversation | null> {
-      const row = await base().where("conversations.session_api_key", "=", sessionApiKey).executeTakeFirst();
+      const row = await base()
+        .where("conversations.session_api_key_hash", "=", sessionKeyHash(sessionApiKey))
+        .where("conversations.session_revoked_at", "is", null)
+        .executeTakeFirst();
       return row ? toConversation(row) : null;
+    },
+
+    /** Revokes the conversation's session key (on DELETE); idempotent. */
+    async revokeSessionKey(id: string): Promise<void> {
+      await db
+        .updateTable("conversations")
+        .set({ session_revoked_at: sql<string>`coalesce(session_revoked_at, now())` })
+        .where("id", "=", id)
+        .execute();
     },
 
     async setExecutionStatus(id: string, status: ExecutionStatus): Promise<void> {
@@ -137,19 +295,31 @@ export const conversationsRepository = (db: Kysely<Database>) => {
         .execute();
     },
 
-    /** Adds to the usage counters atomically (several runs never lose each other's counts). */
-    async addMetrics(id: string, delta: Partial<ConversationMetrics>): Promise<void> {
+    /**
+     * Adds to the usage counters atomically (several runs never lose each other's counts), and sets
+     * the values of `set` (e.g. the last call's tokens, the budget). Returns the counters after it.
+     */
+    async addMetrics(
+      id: string,
+      delta: Partial<ConversationMetrics>,
+      set: Partial<ConversationMetrics> = {},
+    ): Promise<ConversationMetrics | null> {
       const entries = Object.entries(delta).filter(([, v]) => typeof v === "number" && v !== 0);
-      if (entries.length === 0) return;
+      const sets = Object.entries(set).filter(([, v]) => typeof v === "number" && Number.isFinite(v));
       let expr = sql<string>`metrics`;
       for (const [k, v] of entries) {
         expr = sql<string>`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(coalesce((metrics->>${k})::numeric, 0) + ${v}))`;
       }
-      await db
+      for (const [k, v] of sets) {
+        expr = sql<string>`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(${v}::numeric))`;
+      }
+      const row = await db
         .updateTable("conversations")
         .set({ metrics: expr, updated_at: sql<string>`clock_timestamp()` })
         .where("id", "=", id)
-        .execute();
+        .returning("metrics")
+        .executeTakeFirst();
+      return row ? { ...emptyMetrics, ...row.metrics } : null;
     },
   };
 };

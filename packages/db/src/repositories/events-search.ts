@@ -1,4 +1,4 @@
-import type { EventKind, EventSource, StoredEvent } from "@tern/core";
+import { type EventKind, parseStoredEvent, type StoredEvent } from "@tern/core";
 import { type CompiledQuery, type Kysely, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
@@ -72,18 +72,22 @@ export const eventsSearchRepository = (db: Kysely<Database>) => {
     async page(req: EventPageRequest): Promise<EventPage> {
       const rows = await pageQuery(req).execute();
       const hasMore = rows.length > req.limit;
-      const events = (hasMore ? rows.slice(0, req.limit) : rows).map(
-        (r): StoredEvent => ({
-          id: r.id,
-          conversationId: req.filter.conversationId,
-          seq: r.seq,
-          kind: r.kind as EventKind,
-          source: r.source as EventSource,
-          timestamp: r.timestamp,
-          payload: r.payload,
-        }),
+      const events = (hasMore ? rows.slice(0, req.limit) : rows).map((r) =>
+        parseStoredEvent({ ...r, conversationId: req.filter.conversationId }),
       );
       return { events, hasMore };
+    },
+
+    /** The conversation's events among `ids` (any order; unknown ids are absent): events_conv_id_idx. */
+    async getByIds(conversationId: string, ids: string[]): Promise<StoredEvent[]> {
+      if (ids.length === 0) return [];
+      const rows = await db
+        .selectFrom("events")
+        .select(["id", "seq", "kind", "source", "timestamp", "payload"])
+        .where("conversation_id", "=", conversationId)
+        .where("id", "in", ids)
+        .execute();
+      return rows.map((r) => parseStoredEvent({ ...r, conversationId }));
     },
 
     /** How many events match; an index-only range of the same index as the search. */

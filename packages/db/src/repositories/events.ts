@@ -1,14 +1,8 @@
-import { type EventKind, type EventSource, newId, type StoredEvent } from "@tern/core";
-import { type Kysely, sql } from "kysely";
+import { type EventDraft, EventLimitError, metrics, newId, parseStoredEvent, type StoredEvent } from "@tern/core";
+import { type Kysely, type Selectable, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
-export interface EventDraft {
-  kind: EventKind;
-  source: EventSource;
-  payload: Record<string, unknown>;
-  /** Callers that must not write an event twice pass a stable id. */
-  id?: string;
-}
+type EventRow = Selectable<Database["events"]>;
 
 interface AppendedRow {
   id: string;
@@ -16,7 +10,19 @@ interface AppendedRow {
   kind: string;
   source: string;
   timestamp: string;
-  payload: Record<string, unknown>;
+  payload: unknown;
+}
+
+const toStored = (r: EventRow): StoredEvent => parseStoredEvent({ ...r, conversationId: r.conversation_id });
+
+/** What the agent reads at one step (readForAgent). */
+export interface AgentHistoryRead {
+  /** The system prompt and the first user message, when they come before `recent`. */
+  head: StoredEvent[];
+  /** The latest events, in order: the window, reaching back to the run's first event when given. */
+  recent: StoredEvent[];
+  /** Events between `head` and `recent` that were not read. */
+  omitted: number;
 }
 
 export const eventsRepository = (db: Kysely<Database>) => ({
@@ -28,8 +34,11 @@ export const eventsRepository = (db: Kysely<Database>) => ({
   async append(
     conversationId: string,
     drafts: EventDraft[],
-    /** onlyIfEmpty: appends nothing (returns []) when the conversation has events already, atomically. */
-    opts: { onlyIfEmpty?: boolean } = {},
+    /**
+     * onlyIfEmpty: appends nothing (returns []) when the conversation has events already, atomically.
+     * maxEvents: refuses (EventLimitError, nothing appended) when the conversation would hold more.
+     */
+    opts: { onlyIfEmpty?: boolean; maxEvents?: number } = {},
   ): Promise<StoredEvent[]> {
     if (drafts.length === 0) return [];
     const n = drafts.length;
@@ -47,30 +56,63 @@ export const eventsRepository = (db: Kysely<Database>) => ({
             last_event_at = greatest(clock_timestamp(), coalesce(last_event_at, '-infinity'::timestamptz) + interval '1 microsecond')
                             + (${n}::int - 1) * interval '1 microsecond'
         where id = ${conversationId} ${opts.onlyIfEmpty ? sql`and last_seq = 0` : sql``}
-        returning last_seq, last_event_at
+          ${opts.maxEvents ? sql`and last_seq + ${n} <= ${opts.maxEvents}` : sql``}
+        returning last_seq, last_event_at, user_id
+      ),
+      ins as (
+        insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
+        select ${conversationId}, c.last_seq - ${n} + v.ord, v.id, v.kind, v.source,
+               c.last_event_at - (${n}::int - v.ord) * interval '1 microsecond', v.payload
+        from c, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+             as v(ord int, id uuid, kind text, source text, payload jsonb)
+        order by v.ord
+        returning id, seq, kind, source, "timestamp", payload
+      ),
+      -- The webhook outbox, in this same statement (so the same transaction) as the append: an
+      -- event for every subscriber of conversation.event, and execution status changes for
+      -- conversation.execution_status (every status change is written with its event).
+      outbox as (
+        insert into webhook_deliveries (webhook_id, event_type, data)
+        select w.id, x.type, x.data
+        from ins
+        cross join c
+        join webhooks w on w.user_id = c.user_id and w.deleted_at is null
+        cross join lateral (
+          select to_char(ins."timestamp" at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
+        ) t
+        cross join lateral (values
+          ('conversation.event', jsonb_build_object(
+             'conversation_id', replace(${conversationId}::text, '-', ''),
+             'event', ins.payload || jsonb_build_object('id', ins.id, 'kind', ins.kind, 'source', ins.source, 'timestamp', t.ts))),
+          ('conversation.execution_status', case
+             when ins.kind = 'ConversationStateUpdateEvent' and ins.payload->>'key' = 'execution_status'
+             then jsonb_build_object(
+               'conversation_id', replace(${conversationId}::text, '-', ''),
+               'execution_status', ins.payload->'value',
+               'event_id', ins.id,
+               'timestamp', t.ts)
+             end)
+        ) as x(type, data)
+        where x.data is not null and x.type = any(w.events)
+        order by ins.seq
       )
-      insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
-      select ${conversationId}, c.last_seq - ${n} + v.ord, v.id, v.kind, v.source,
-             c.last_event_at - (${n}::int - v.ord) * interval '1 microsecond', v.payload
-      from c, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-           as v(ord int, id uuid, kind text, source text, payload jsonb)
-      order by v.ord
-      returning id, seq, kind, source, "timestamp", payload
+      select id, seq, kind, source, "timestamp", payload from ins order by seq
     `.execute(db);
     if (result.rows.length === 0 && opts.onlyIfEmpty) return [];
+    if (result.rows.length === 0 && opts.maxEvents) {
+      const exists = await db
+        .selectFrom("conversations")
+        .select("id")
+        .where("id", "=", conversationId)
+        .executeTakeFirst();
+      if (exists) throw new EventLimitError(opts.maxEvents);
+    }
     if (result.rows.length !== n) throw new Error(`conversation ${conversationId} does not exist`);
-    return result.rows.map((r) => ({
-      id: r.id,
-      conversationId,
-      seq: r.seq,
-      kind: r.kind as EventKind,
-      source: r.source as EventSource,
-      timestamp: r.timestamp,
-      payload: r.payload,
-    }));
+    metrics.eventsAppended.inc(n);
+    return result.rows.map((r) => parseStoredEvent({ ...r, conversationId }));
   },
 
-  /** The whole history in order; for the agent to rebuild its state (not for client paging). */
+  /** The whole history in order, unbounded: for tests and tools, never per agent step (readForAgent). */
   async listAll(conversationId: string): Promise<StoredEvent[]> {
     const rows = await db
       .selectFrom("events")
@@ -78,15 +120,63 @@ export const eventsRepository = (db: Kysely<Database>) => ({
       .where("conversation_id", "=", conversationId)
       .orderBy("seq", "asc")
       .execute();
-    return rows.map((r) => ({
-      id: r.id,
-      conversationId: r.conversation_id,
-      seq: r.seq,
-      kind: r.kind as EventKind,
-      source: r.source as EventSource,
-      timestamp: r.timestamp,
-      payload: r.payload,
-    }));
+    return rows.map(toStored);
+  },
+
+  /**
+   * A bounded read for the agent, whatever the conversation's length: the last `window` events,
+   * reaching further back to `sinceSeq` (the run's first event: what the run-state analysis needs)
+   * when that is older, and the system prompt and first user message when the read starts after
+   * them. Range scans of the primary key (conversation_id, seq) and of events_conv_kind_ts_idx.
+   */
+  async readForAgent(
+    conversationId: string,
+    opts: { window: number; sinceSeq?: number | null },
+  ): Promise<AgentHistoryRead> {
+    const fromWindow = sql<number>`(select last_seq from conversations where id = ${conversationId}) - ${opts.window} + 1`;
+    const from = opts.sinceSeq != null ? sql<number>`least(${opts.sinceSeq}::bigint, ${fromWindow})` : fromWindow;
+    const recent = (
+      await db
+        .selectFrom("events")
+        .selectAll()
+        .where("conversation_id", "=", conversationId)
+        .where("seq", ">=", from)
+        .orderBy("seq", "asc")
+        .execute()
+    ).map(toStored);
+    const firstSeq = recent[0]?.seq;
+    if (firstSeq === undefined || firstSeq <= 1) return { head: [], recent, omitted: 0 };
+    const firstOf = (kind: string, source?: string) => {
+      let q = db
+        .selectFrom("events")
+        .selectAll()
+        .where("conversation_id", "=", conversationId)
+        .where("kind", "=", kind)
+        .where("seq", "<", firstSeq);
+      if (source) q = q.where("source", "=", source);
+      return q.orderBy("timestamp", "asc").orderBy("seq", "asc").limit(1).executeTakeFirst();
+    };
+    const [system, firstUser] = await Promise.all([firstOf("SystemPromptEvent"), firstOf("MessageEvent", "user")]);
+    const head = [system, firstUser]
+      .filter((r): r is EventRow => r !== undefined)
+      .sort((a, b) => a.seq - b.seq)
+      .map(toStored);
+    return { head, recent, omitted: firstSeq - 1 - head.length };
+  },
+
+  /** The sequence number of the latest run's `running` state change (its first event); null before any run. */
+  async lastRunStartSeq(conversationId: string): Promise<number | null> {
+    const row = await db
+      .selectFrom("events")
+      .select("seq")
+      .where("conversation_id", "=", conversationId)
+      .where("kind", "=", "ConversationStateUpdateEvent")
+      .where(sql<boolean>`payload->>'key' = 'execution_status' and payload->>'value' = 'running'`)
+      .orderBy("timestamp", "desc")
+      .orderBy("seq", "desc")
+      .limit(1)
+      .executeTakeFirst();
+    return row?.seq ?? null;
   },
 });
 

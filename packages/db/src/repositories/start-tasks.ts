@@ -1,6 +1,11 @@
 import { newId, type StartRequest, type StartTask, type StartTaskStatus } from "@tern/core";
 import { type Kysely, type Selectable, sql, type UpdateObject } from "kysely";
 import type { Database, StartTasksTable } from "../schema.ts";
+import { writeStartTaskStatusOutbox } from "./webhooks.ts";
+
+/** Runs `fn` in the caller's transaction when `db` is one, else in a new one. */
+const inTransaction = <T>(db: Kysely<Database>, fn: (trx: Kysely<Database>) => Promise<T>): Promise<T> =>
+  db.isTransaction ? fn(db) : db.transaction().execute(fn);
 
 export const toStartTask = (r: Selectable<StartTasksTable>): StartTask => ({
   id: r.id,
@@ -19,6 +24,24 @@ export const toStartTask = (r: Selectable<StartTasksTable>): StartTask => ({
 
 const TERMINAL = ["READY", "ERROR"] as const;
 
+export const startTaskSortOrders = ["CREATED_AT", "CREATED_AT_DESC", "UPDATED_AT", "UPDATED_AT_DESC"] as const;
+export type StartTaskSortOrder = (typeof startTaskSortOrders)[number];
+
+/** The start-task search's and count's filters (OpenHands' names, and the same time windows as conversations). */
+export interface StartTaskFilter {
+  /** The conversation the task made (app_conversation_id). */
+  conversationId?: string;
+  /** ISO 8601 with zone. */
+  createdAtGte?: string;
+  createdAtLt?: string;
+  updatedAtGte?: string;
+  updatedAtLt?: string;
+}
+
+/** The value a task sorts by under `order`, as the keyset cursor keeps it. */
+export const startTaskSortKey = (t: StartTask, order: StartTaskSortOrder): string =>
+  order.startsWith("UPDATED_AT") ? t.updatedAt : t.createdAt;
+
 /** Merges one finished stage's duration into stage_durations (nothing when none finished). */
 const addDuration = (finished?: { stage: string; ms: number }) =>
   sql<string>`stage_durations || ${finished ? JSON.stringify({ [finished.stage]: finished.ms }) : "{}"}::jsonb`;
@@ -29,6 +52,21 @@ export const startTasksRepository = (db: Kysely<Database>) => {
    * still owns the task and the task is not finished. False when it was refused.
    */
   const fencedUpdate = async (id: string, attempt: number, set: UpdateObject<Database, "start_tasks">) => {
+    if (set.status !== undefined) {
+      // A status change: its webhook outbox rows commit with it.
+      return inTransaction(db, async (trx) => {
+        const row = await trx
+          .updateTable("start_tasks")
+          .set({ ...set, updated_at: sql<string>`clock_timestamp()` })
+          .where("id", "=", id)
+          .where("attempt", "=", attempt)
+          .where("status", "not in", TERMINAL)
+          .returningAll()
+          .executeTakeFirst();
+        if (row) await writeStartTaskStatusOutbox(trx, row);
+        return row !== undefined;
+      });
+    }
     const res = await db
       .updateTable("start_tasks")
       .set({ ...set, updated_at: sql<string>`clock_timestamp()` })
@@ -39,14 +77,27 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     return res.numUpdatedRows > 0n;
   };
 
+  const filtered = (userId: string, f: StartTaskFilter) => {
+    let q = db.selectFrom("start_tasks").where("user_id", "=", userId);
+    if (f.conversationId !== undefined) q = q.where("app_conversation_id", "=", f.conversationId);
+    if (f.createdAtGte !== undefined) q = q.where("created_at", ">=", sql<string>`${f.createdAtGte}::timestamptz`);
+    if (f.createdAtLt !== undefined) q = q.where("created_at", "<", sql<string>`${f.createdAtLt}::timestamptz`);
+    if (f.updatedAtGte !== undefined) q = q.where("updated_at", ">=", sql<string>`${f.updatedAtGte}::timestamptz`);
+    if (f.updatedAtLt !== undefined) q = q.where("updated_at", "<", sql<string>`${f.updatedAtLt}::timestamptz`);
+    return q;
+  };
+
   return {
     async create(userId: string, request: StartRequest, id: string = newId()): Promise<StartTask> {
-      const row = await db
-        .insertInto("start_tasks")
-        .values({ id, user_id: userId, status: "WORKING", request: JSON.stringify(request) })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      return toStartTask(row);
+      return inTransaction(db, async (trx) => {
+        const row = await trx
+          .insertInto("start_tasks")
+          .values({ id, user_id: userId, status: "WORKING", request: JSON.stringify(request) })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        await writeStartTaskStatusOutbox(trx, row);
+        return toStartTask(row);
+      });
     },
 
     async get(id: string): Promise<StartTask | null> {
@@ -67,23 +118,41 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     },
 
     /**
-     * The caller's tasks, newest first, keyset-paged after (created_at, id) of the last one seen
-     * (start_tasks_user_created_idx). Returns up to `limit` + 1 rows so the caller knows if more follow.
+     * The caller's tasks matching `filter`, in `order`, keyset-paged after the (sort key, id) of the
+     * last one seen (start_tasks_user_created_idx / _updated_idx). Returns up to `limit` + 1 rows so
+     * the caller knows if more follow.
      */
     async searchForUser(
       userId: string,
-      opts: { limit: number; after?: { createdAt: string; id: string } | null },
+      opts: {
+        limit: number;
+        filter?: StartTaskFilter;
+        order?: StartTaskSortOrder;
+        after?: { key: string; id: string } | null;
+      },
     ): Promise<StartTask[]> {
-      let q = db.selectFrom("start_tasks").selectAll().where("user_id", "=", userId);
+      const order = opts.order ?? "CREATED_AT_DESC";
+      const dir = order.endsWith("_DESC") ? "desc" : "asc";
+      const col = order.startsWith("UPDATED_AT") ? "updated_at" : "created_at";
+      let q = filtered(userId, opts.filter ?? {}).selectAll();
       if (opts.after) {
-        q = q.where(sql<boolean>`(created_at, id) < (${opts.after.createdAt}::timestamptz, ${opts.after.id}::uuid)`);
+        const op = sql.raw(dir === "desc" ? "<" : ">");
+        q = q.where(sql<boolean>`(${sql.ref(col)}, id) ${op} (${opts.after.key}::timestamptz, ${opts.after.id}::uuid)`);
       }
       const rows = await q
-        .orderBy("created_at", "desc")
-        .orderBy("id", "desc")
+        .orderBy(col, dir)
+        .orderBy("id", dir)
         .limit(opts.limit + 1)
         .execute();
       return rows.map(toStartTask);
+    },
+
+    /** How many of the caller's tasks match `filter` (the search's total). */
+    async countForUser(userId: string, filter: StartTaskFilter = {}): Promise<number> {
+      const row = await filtered(userId, filter)
+        .select((eb) => eb.fn.countAll<string>().as("n"))
+        .executeTakeFirstOrThrow();
+      return Number(row.n);
     },
 
     async delete(id: string): Promise<void> {
@@ -141,14 +210,17 @@ export const startTasksRepository = (db: Kysely<Database>) => {
      * (janitor, deadline sweep, a job BullMQ gave up on) whenever it is not finished yet.
      */
     async markError(id: string, detail: string, attempt?: number): Promise<boolean> {
-      let q = db
-        .updateTable("start_tasks")
-        .set({ status: "ERROR", detail, updated_at: sql<string>`clock_timestamp()` })
-        .where("id", "=", id)
-        .where("status", "not in", TERMINAL);
-      if (attempt !== undefined) q = q.where("attempt", "=", attempt);
-      const res = await q.executeTakeFirst();
-      return res.numUpdatedRows > 0n;
+      return inTransaction(db, async (trx) => {
+        let q = trx
+          .updateTable("start_tasks")
+          .set({ status: "ERROR", detail, updated_at: sql<string>`clock_timestamp()` })
+          .where("id", "=", id)
+          .where("status", "not in", TERMINAL);
+        if (attempt !== undefined) q = q.where("attempt", "=", attempt);
+        const row = await q.returningAll().executeTakeFirst();
+        if (row) await writeStartTaskStatusOutbox(trx, row);
+        return row !== undefined;
+      });
     },
 
     /** Keeps the setup script's output (already capped by the caller); fenced like every stage write. */
@@ -165,6 +237,34 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     async getSetupOutput(id: string): Promise<string | null> {
       const row = await db.selectFrom("start_tasks").select("setup_output").where("id", "=", id).executeTakeFirst();
       return row?.setup_output ?? null;
+    },
+
+    /**
+     * What a user holds, for the quotas: starts in flight (start_tasks_user_inflight_idx), and
+     * sandboxes that are live: those of starts in flight (made, or about to be) and the live
+     * sandboxes of finished starts (sandboxes_live_idx).
+     */
+    async countHeldByUser(userId: string): Promise<{ startsInFlight: number; liveSandboxes: number }> {
+      const row = await db
+        .selectNoFrom((eb) => [
+          eb
+            .selectFrom("start_tasks")
+            .select(eb.fn.countAll<string>().as("n"))
+            .where("user_id", "=", userId)
+            .where("status", "not in", TERMINAL)
+            .as("in_flight"),
+          eb
+            .selectFrom("sandboxes as s")
+            .innerJoin("start_tasks as t", "t.id", "s.start_task_id")
+            .select(eb.fn.countAll<string>().as("n"))
+            .where("s.status", "in", ["STARTING", "RUNNING", "PAUSED"])
+            .where("t.user_id", "=", userId)
+            .where("t.status", "in", TERMINAL)
+            .as("live_ready"),
+        ])
+        .executeTakeFirstOrThrow();
+      const inFlight = Number(row.in_flight ?? 0);
+      return { startsInFlight: inFlight, liveSandboxes: inFlight + Number(row.live_ready ?? 0) };
     },
 
     /** Tasks still in flight, oldest progress first (partial index start_tasks_inflight_idx). */

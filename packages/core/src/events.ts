@@ -1,0 +1,282 @@
+import { z } from "zod";
+import type { ExecutionStatus } from "./domain.ts";
+import { datetimeSchema } from "./schemas/formats.ts";
+import { type MessageContent, messageContentSchema, textContentSchema } from "./schemas/start-request.ts";
+
+/**
+ * Conversation events (DESIGN, Events): one zod discriminated union keyed by `kind`, in the JSON
+ * shape clients see (`{ id, kind, source, timestamp, ...payload }`). Everything else is derived
+ * from it: the kind list, each kind's stored payload (the same fields, without the four head
+ * fields), the typed drafts writers append and the typed events readers get back. Field names
+ * are OpenHands' and are stored as they are, so rows written before this module still parse.
+ */
+
+export const eventSources = ["agent", "user", "environment"] as const;
+export type EventSource = (typeof eventSources)[number];
+
+/** A tool call as the model wrote it, kept so the history can be given back to it verbatim. */
+const toolCallSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  arguments: z.string().meta({ description: "JSON text as the model wrote it, possibly malformed" }),
+});
+export type ToolCall = z.infer<typeof toolCallSchema>;
+
+const toolName = z.string().meta({ description: "The tool the model called (terminal, file_editor, think, finish)" });
+const toolCallId = z.string().meta({ description: "The id of the call, as in the model's tool_call" });
+const thought = z
+  .array(textContentSchema)
+  .meta({ description: "The assistant's text that came with the call (first call of a response only)" });
+const llmResponseId = z.string().meta({ description: "Calls of one LLM response share it" });
+const historySeq = z
+  .number()
+  .int()
+  .nonnegative()
+  .meta({ description: "The last event sequence number the model had seen when it answered" });
+
+/** The fields every event has, besides its payload. */
+const head = <K extends string>(kind: K) => ({
+  id: z.string().meta({ format: "uuid" }),
+  kind: z.literal(kind),
+  source: z.enum(eventSources),
+  timestamp: datetimeSchema,
+});
+
+export const eventSchema = z
+  .discriminatedUnion("kind", [
+    z
+      .object({
+        ...head("MessageEvent"),
+        llm_message: z.object({ role: z.enum(["user", "assistant"]), content: z.array(messageContentSchema) }),
+        /** A user message: the triggered skills added to it for the model. */
+        activated_skills: z.array(z.string()).optional(),
+        /** The agent's answer: the response it came from. */
+        llm_response_id: llmResponseId.optional(),
+        history_seq: historySeq.optional(),
+      })
+      .meta({ id: "MessageEvent", description: "A message from the user or an answer from the agent" }),
+    z
+      .object({
+        ...head("ActionEvent"),
+        tool_name: toolName,
+        tool_call_id: toolCallId,
+        thought,
+        action: z
+          .looseObject({ kind: z.string().meta({ description: "e.g. TerminalAction" }) })
+          .meta({ description: "The validated arguments of the call" }),
+        tool_call: toolCallSchema,
+        llm_response_id: llmResponseId,
+        history_seq: historySeq,
+      })
+      .meta({ id: "ActionEvent", description: "A tool call of the agent, validated and about to run" }),
+    z
+      .object({
+        ...head("ObservationEvent"),
+        tool_name: toolName,
+        tool_call_id: toolCallId,
+        action_id: z.string().meta({ format: "uuid", description: "The ActionEvent this is the result of" }),
+        observation: z
+          .looseObject({
+            kind: z.string().meta({ description: "e.g. TerminalObservation" }),
+            content: z.array(textContentSchema),
+            is_error: z.boolean().optional(),
+          })
+          .meta({ description: "The tool's result; the other fields depend on the tool" }),
+      })
+      .meta({ id: "ObservationEvent", description: "The result of an ActionEvent" }),
+    z
+      .object({
+        ...head("AgentErrorEvent"),
+        error: z.string(),
+        // The rest only on a tool call the model got wrong (unknown tool, bad JSON, bad
+        // arguments): the model reads `error` as that call's result.
+        tool_name: toolName.optional(),
+        tool_call_id: toolCallId.optional(),
+        tool_call: toolCallSchema.optional(),
+        llm_response_id: llmResponseId.optional(),
+        history_seq: historySeq.optional(),
+        thought: thought.optional(),
+      })
+      .meta({ id: "AgentErrorEvent", description: "A run that failed, or a tool call the model got wrong" }),
+    z
+      .object({
+        ...head("SystemPromptEvent"),
+        system_prompt: textContentSchema,
+        tools: z
+          .array(
+            z.object({
+              type: z.literal("function"),
+              function: z.object({
+                name: z.string(),
+                description: z.string(),
+                parameters: z.record(z.string(), z.unknown()).meta({ description: "JSON Schema of the arguments" }),
+              }),
+            }),
+          )
+          .meta({ description: "The tools offered to the model" }),
+      })
+      .meta({ id: "SystemPromptEvent", description: "The agent's system prompt and tools" }),
+    z
+      .object({
+        ...head("ConversationStateUpdateEvent"),
+        key: z.string().meta({ description: "e.g. execution_status" }),
+        value: z.unknown(),
+      })
+      .meta({ id: "ConversationStateUpdateEvent", description: "A change of the conversation's state" }),
+    z.object(head("PauseEvent")).meta({ id: "PauseEvent", description: "The user asked the agent to pause" }),
+  ])
+  .meta({ id: "Event" });
+
+/** An event as clients see it. */
+export type EventJson = z.infer<typeof eventSchema>;
+export type EventKind = EventJson["kind"];
+export const eventKinds: readonly EventKind[] = eventSchema.options.map((o) => o.shape.kind.value);
+
+type HeadKey = keyof ReturnType<typeof head>;
+const headKeys = { id: true, kind: true, source: true, timestamp: true } as const satisfies Record<HeadKey, true>;
+
+/** The payload stored for a kind: its fields without the head (`id`, `kind`, `source`, `timestamp`). */
+export type EventPayload<K extends EventKind> = Omit<Extract<EventJson, { kind: K }>, HeadKey>;
+
+/**
+ * What a writer appends; the store gives it an id (unless given), a sequence number and a
+ * timestamp. Given several kinds, a union with one member per kind (`kind` narrows `payload`).
+ */
+export type EventDraftOf<K extends EventKind> = {
+  [P in K]: {
+    kind: P;
+    source: EventSource;
+    payload: EventPayload<P>;
+    /** Callers that must not write an event twice pass a stable id. */
+    id?: string;
+  };
+}[K];
+export type EventDraft = EventDraftOf<EventKind>;
+
+/** An event read back from the store; as with drafts, `kind` narrows `payload`. */
+export type StoredEvent = {
+  [K in EventKind]: {
+    id: string;
+    conversationId: string;
+    seq: number;
+    kind: K;
+    source: EventSource;
+    /** ISO 8601 UTC with microseconds, ending in Z. */
+    timestamp: string;
+    payload: EventPayload<K>;
+  };
+}[EventKind];
+/** The stored events of the given kinds (an Extract, so a filter over any StoredEvent[] may narrow to it). */
+export type StoredEventOf<K extends EventKind> = Extract<StoredEvent, { kind: K }>;
+
+export type ActionPayload = EventPayload<"ActionEvent">;
+export type ObservationPayload = EventPayload<"ObservationEvent">;
+export type Observation = ObservationPayload["observation"];
+export type SystemPromptTool = EventPayload<"SystemPromptEvent">["tools"][number];
+/** An AgentErrorEvent about one tool call: every tool field present. */
+export type ToolCallErrorPayload = Required<Omit<EventPayload<"AgentErrorEvent">, "thought">> &
+  Pick<EventPayload<"AgentErrorEvent">, "thought">;
+
+/** What the model had answered, on the events an LLM response wrote. */
+export interface AgentTurn {
+  llm_response_id: string;
+  history_seq: number;
+}
+
+const draft = <K extends EventKind>(kind: K, source: EventSource, payload: EventPayload<K>): EventDraftOf<K> => ({
+  kind,
+  source,
+  payload,
+});
+
+/** Constructors, one per kind (two for messages and agent errors): every writer appends these. */
+export const newEvent = {
+  userMessage: (content: MessageContent[], activatedSkills?: string[]) =>
+    draft("MessageEvent", "user", {
+      llm_message: { role: "user", content },
+      ...(activatedSkills ? { activated_skills: activatedSkills } : {}),
+    }),
+  agentMessage: (text: string, turn: AgentTurn) =>
+    draft("MessageEvent", "agent", {
+      llm_message: { role: "assistant", content: [{ type: "text", text }] },
+      ...turn,
+    }),
+  action: (payload: ActionPayload) => draft("ActionEvent", "agent", payload),
+  observation: (payload: ObservationPayload) => draft("ObservationEvent", "environment", payload),
+  agentError: (error: string) => draft("AgentErrorEvent", "agent", { error }),
+  toolCallError: (payload: ToolCallErrorPayload) => draft("AgentErrorEvent", "agent", payload),
+  systemPrompt: (text: string, tools: SystemPromptTool[]) =>
+    draft("SystemPromptEvent", "agent", { system_prompt: { type: "text", text }, tools }),
+  stateUpdate: (key: string, value: unknown) => draft("ConversationStateUpdateEvent", "environment", { key, value }),
+  executionStatus: (status: ExecutionStatus) =>
+    draft("ConversationStateUpdateEvent", "environment", { key: "execution_status", value: status }),
+  pause: () => draft("PauseEvent", "user", {}),
+};
+
+/** A tool call the model got wrong, with what the history needs to give it back as that call's result. */
+export const isToolCallError = (
+  e: StoredEvent,
+): e is StoredEventOf<"AgentErrorEvent"> & { payload: ToolCallErrorPayload } =>
+  e.kind === "AgentErrorEvent" &&
+  e.payload.tool_name !== undefined &&
+  e.payload.tool_call_id !== undefined &&
+  e.payload.tool_call !== undefined &&
+  e.payload.llm_response_id !== undefined &&
+  e.payload.history_seq !== undefined;
+
+/** A stored row that does not match its kind's schema: a bug or a bad migration, never a user's fault. */
+export class InvalidEventError extends Error {
+  readonly eventId: string;
+  constructor(eventId: string, message: string) {
+    super(message);
+    this.name = "InvalidEventError";
+    this.eventId = eventId;
+  }
+}
+
+const members: readonly z.ZodObject<{ kind: z.ZodLiteral<EventKind> } & Record<HeadKey, z.ZodType>>[] =
+  eventSchema.options;
+const payloadSchemas = new Map<string, z.ZodType>(members.map((o) => [o.shape.kind.value, o.omit(headKeys)]));
+const isEventSource = (s: string): s is EventSource => (eventSources as readonly string[]).includes(s);
+
+/** An events row as the database returns it. */
+export interface EventRow {
+  id: string;
+  conversationId: string;
+  seq: number;
+  kind: string;
+  source: string;
+  timestamp: string;
+  payload: unknown;
+}
+
+/** Parses a stored row into its kind's typed event, or throws InvalidEventError saying what is wrong. */
+export const parseStoredEvent = (row: EventRow): StoredEvent => {
+  const schema = payloadSchemas.get(row.kind);
+  if (!schema) {
+    throw new InvalidEventError(
+      row.id,
+      `Event ${row.id} has an unknown kind "${row.kind}" (known: ${eventKinds.join(", ")})`,
+    );
+  }
+  if (!isEventSource(row.source)) {
+    throw new InvalidEventError(row.id, `Event ${row.id} (${row.kind}) has an unknown source "${row.source}"`);
+  }
+  const parsed = schema.safeParse(row.payload);
+  if (!parsed.success) {
+    throw new InvalidEventError(
+      row.id,
+      `Event ${row.id} (${row.kind}) does not match its schema:\n${z.prettifyError(parsed.error)}`,
+    );
+  }
+  // The payload was parsed by the schema its kind selects, so kind and payload agree; TypeScript
+  // cannot follow that through the lookup, so this is the one place the pair is asserted.
+  const { id, conversationId, seq, kind, timestamp } = row;
+  return { id, conversationId, seq, kind, source: row.source, timestamp, payload: parsed.data } as StoredEvent;
+};
+
+/** Event JSON as clients see it: `{ id, kind, source, timestamp, ...payload }`. */
+export const eventToJson = (e: StoredEvent): EventJson =>
+  // Each payload is its kind's fields without the head, so payload plus head is that kind's
+  // EventJson; TypeScript does not keep the pairing of `kind` and `payload` through a spread.
+  ({ ...e.payload, id: e.id, kind: e.kind, source: e.source, timestamp: e.timestamp }) as EventJson;

@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { sandboxStatuses } from "../domain.ts";
+import { datetimeSchema, hexIdSchema } from "./formats.ts";
+
+const sandboxStatusSchema = z.enum(sandboxStatuses);
+
+/** OpenHands' ExposedUrl: a port of the sandbox reachable from outside. */
+export const exposedUrlSchema = z
+  .object({ name: z.string(), url: z.string(), port: z.number().int() })
+  .meta({ id: "ExposedUrl" });
+
+/** A sandbox as clients see it, shaped as OpenHands' SandboxInfo. */
+export const sandboxRecordSchema = z
+  .object({
+    id: hexIdSchema,
+    created_by_user_id: hexIdSchema.nullable(),
+    sandbox_spec_id: z.string().meta({ description: "The image it runs (an id of GET /api/v1/sandbox-specs)" }),
+    status: sandboxStatusSchema,
+    session_api_key: z
+      .string()
+      .nullable()
+      .meta({ description: "Its conversation's session key while RUNNING; null otherwise (as OpenHands)" }),
+    exposed_urls: z
+      .array(exposedUrlSchema)
+      .nullable()
+      .meta({ description: "Null unless RUNNING. Sandboxes publish no ports here, so it is empty then" }),
+    created_at: datetimeSchema,
+  })
+  .meta({ id: "SandboxInfo" });
+
+export type SandboxRecord = z.infer<typeof sandboxRecordSchema>;
+
+/** An image this deployment offers, shaped as OpenHands' SandboxSpecInfo. */
+export const sandboxSpecRecordSchema = z
+  .object({
+    id: z.string().meta({ description: "The image", example: "tern-sandbox:latest" }),
+    command: z.array(z.string()).nullable().meta({ description: "Null: the image's own command" }),
+    created_at: datetimeSchema.meta({ description: "When this deployment first offered it" }),
+    initial_env: z.record(z.string(), z.string()),
+    working_dir: z.string(),
+  })
+  .meta({ id: "SandboxSpecInfo" });
+
+export type SandboxSpecRecord = z.infer<typeof sandboxSpecRecordSchema>;

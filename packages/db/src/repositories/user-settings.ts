@@ -1,0 +1,75 @@
+import { type Kysely, sql } from "kysely";
+import type { Database } from "../schema.ts";
+
+/** A user's LLM settings as stored: the key sealed. */
+export interface StoredUserSettings {
+  userId: string;
+  llmModel: string | null;
+  llmBaseUrl: string | null;
+  sealedLlmApiKey: string | null;
+  maxIterations: number | null;
+  maxBudgetPerTask: number | null;
+  updatedAt: string | null;
+}
+
+/** What a change sets: absent fields are left as they are, null clears one. */
+export interface UserSettingsChange {
+  llmModel?: string | null;
+  llmBaseUrl?: string | null;
+  sealedLlmApiKey?: string | null;
+  maxIterations?: number | null;
+  maxBudgetPerTask?: number | null;
+}
+
+export const userSettingsRepository = (db: Kysely<Database>) => ({
+  /** The user's settings; all null when they never set any. */
+  async get(userId: string): Promise<StoredUserSettings> {
+    const r = await db.selectFrom("user_settings").selectAll().where("user_id", "=", userId).executeTakeFirst();
+    return {
+      userId,
+      llmModel: r?.llm_model ?? null,
+      llmBaseUrl: r?.llm_base_url ?? null,
+      sealedLlmApiKey: r?.llm_api_key ?? null,
+      maxIterations: r?.max_iterations ?? null,
+      maxBudgetPerTask: r?.max_budget_per_task ?? null,
+      updatedAt: r?.updated_at ?? null,
+    };
+  },
+
+  async upsert(userId: string, change: UserSettingsChange): Promise<void> {
+    const set = {
+      ...(change.llmModel !== undefined ? { llm_model: change.llmModel } : {}),
+      ...(change.llmBaseUrl !== undefined ? { llm_base_url: change.llmBaseUrl } : {}),
+      ...(change.sealedLlmApiKey !== undefined ? { llm_api_key: change.sealedLlmApiKey } : {}),
+      ...(change.maxIterations !== undefined ? { max_iterations: change.maxIterations } : {}),
+      ...(change.maxBudgetPerTask !== undefined ? { max_budget_per_task: change.maxBudgetPerTask } : {}),
+    };
+    await db
+      .insertInto("user_settings")
+      .values({ user_id: userId, ...set })
+      .onConflict((oc) => oc.column("user_id").doUpdateSet({ ...set, updated_at: sql<string>`now()` }))
+      .execute();
+  },
+
+  /** Every sealed LLM key, for a key rotation. */
+  async listAllSealed(): Promise<{ userId: string; sealedValue: string }[]> {
+    const rows = await db
+      .selectFrom("user_settings")
+      .select(["user_id", "llm_api_key"])
+      .where("llm_api_key", "is not", null)
+      .execute();
+    return rows.map((r) => ({ userId: r.user_id, sealedValue: r.llm_api_key ?? "" }));
+  },
+
+  async reseal(userId: string, from: string, to: string): Promise<boolean> {
+    const res = await db
+      .updateTable("user_settings")
+      .set({ llm_api_key: to })
+      .where("user_id", "=", userId)
+      .where("llm_api_key", "=", from)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  },
+});
+
+export type UserSettingsRepository = ReturnType<typeof userSettingsRepository>;
