@@ -1,54 +1,16 @@
-import type { Skill, StoredEvent } from "@tern/core";
+import { isToolCallError, type MessageContent, type Skill, type StoredEvent, textOfContent } from "@tern/core";
 import type { LlmMessage, ToolCall } from "./llm/types.ts";
 
-/** Event payloads the agent writes and reads (DESIGN, Events). */
-export interface ActionPayload {
-  tool_name: string;
-  tool_call_id: string;
-  /** The assistant's text that came with the call (on the first call of a response only). */
-  thought: { type: "text"; text: string }[];
-  /** The validated arguments, with `kind` naming the action (e.g. TerminalAction). */
-  action: Record<string, unknown>;
-  /** The call as the model wrote it, so the history can be given back to it verbatim. */
-  tool_call: ToolCall;
-  llm_response_id: string;
-  /** The last event sequence number the model had seen when it made this call. */
-  history_seq: number;
-}
+/** The text of content blocks (image blocks have none). */
+export const textOf = (content: readonly MessageContent[]): string => textOfContent(content);
 
-export interface ObservationPayload {
-  tool_name: string;
-  tool_call_id: string;
-  action_id: string;
-  observation: { content?: { type: string; text: string }[]; is_error?: boolean } & Record<string, unknown>;
-}
-
-/** A call the model got wrong (unknown tool, bad JSON, bad arguments); the model sees `error` as its result. */
-export interface ToolErrorPayload {
-  tool_name: string;
-  tool_call_id: string;
-  tool_call: ToolCall;
-  llm_response_id: string;
-  history_seq: number;
-  /** The assistant's text, when this was the first call of its response. */
-  thought?: { type: "text"; text: string }[];
-  error: string;
-}
-
-export const textOf = (content: unknown): string =>
-  Array.isArray(content)
-    ? content
-        .filter((c): c is { type: string; text: string } => !!c && typeof c === "object" && typeof c.text === "string")
-        .map((c) => c.text)
-        .join("\n")
-    : "";
-
-const isToolError = (e: StoredEvent): boolean =>
-  e.kind === "AgentErrorEvent" && typeof e.payload.tool_call_id === "string";
+/** The image URLs of content blocks, in order. */
+const imagesOf = (content: readonly MessageContent[]): string[] =>
+  content.flatMap((c) => (c.type === "image" ? c.image_urls : []));
 
 /** Message, action, observation and tool-error events: what the conversation is made of, for the model. */
 export const isTurnEvent = (e: StoredEvent): boolean =>
-  e.kind === "MessageEvent" || e.kind === "ActionEvent" || e.kind === "ObservationEvent" || isToolError(e);
+  e.kind === "MessageEvent" || e.kind === "ActionEvent" || e.kind === "ObservationEvent" || isToolCallError(e);
 
 /** Skills with triggers, each added to the first user message that names one of its triggers. */
 const skillActivation = (skills: Skill[]) => {
@@ -75,13 +37,28 @@ export interface History {
   messages: LlmMessage[];
 }
 
+/** Where the events handed to buildHistory skip some (a bounded read), and how many. */
+export interface HistoryGap {
+  /** The first event after the gap. */
+  beforeSeq: number;
+  omitted: number;
+}
+
+/** What the model reads in place of the events it is not shown. */
+export const condensationMarker = (omitted: number): string =>
+  `[${omitted} earlier event${omitted === 1 ? "" : "s"} of this conversation ${omitted === 1 ? "is" : "are"} not shown: the history given ` +
+  "to the model is bounded. Above is the first user message; below are the most recent events. If you need " +
+  "something from the omitted part, look at the workspace again or ask the user.]";
+
 /**
  * The model's view of the conversation, rebuilt from the stored events alone. Calls of one LLM
  * response (same llm_response_id) form one assistant message; each gets its result (observation or
  * tool error). A user message that arrived while results were outstanding is given after them, as
- * the providers want results right after their calls.
+ * the providers want results right after their calls. With a `gap` (a bounded read: the head, then
+ * the latest events), a marker stands where events were left out, and a result whose call was
+ * left out is dropped (providers refuse a result without its call).
  */
-export const buildHistory = (events: StoredEvent[], skills: Skill[]): History => {
+export const buildHistory = (events: StoredEvent[], skills: Skill[], gap?: HistoryGap): History => {
   let system: string | null = null;
   const messages: LlmMessage[] = [];
   const activate = skillActivation(skills);
@@ -92,6 +69,8 @@ export const buildHistory = (events: StoredEvent[], skills: Skill[]): History =>
     if (outstanding.size === 0) messages.push(...deferred.splice(0));
   };
 
+  const calls = new Set<string>();
+  let marked = false;
   const addCall = (responseId: string, call: ToolCall, thought: string) => {
     if (!openAssistant || openAssistant.id !== responseId) {
       openAssistant = { id: responseId, message: { role: "assistant", text: thought, toolCalls: [] } };
@@ -101,39 +80,46 @@ export const buildHistory = (events: StoredEvent[], skills: Skill[]): History =>
   };
 
   for (const e of events) {
-    const p = e.payload;
+    if (gap && !marked && e.seq >= gap.beforeSeq) {
+      marked = true;
+      if (gap.omitted > 0) {
+        openAssistant = null;
+        messages.push({ role: "user", text: condensationMarker(gap.omitted) });
+      }
+    }
     if (e.kind === "SystemPromptEvent") {
-      const sp = p.system_prompt as { text?: string } | string | undefined;
-      system = typeof sp === "string" ? sp : (sp?.text ?? system);
+      system = e.payload.system_prompt.text;
     } else if (e.kind === "MessageEvent") {
-      const m = p.llm_message as { role?: string; content?: unknown } | undefined;
-      const text = textOf(m?.content);
-      if (m?.role === "assistant" || e.source === "agent") {
+      const text = textOf(e.payload.llm_message.content);
+      if (e.payload.llm_message.role === "assistant" || e.source === "agent") {
         openAssistant = null;
         messages.push({ role: "assistant", text, toolCalls: [] });
       } else {
-        const msg: LlmMessage = { role: "user", text: activate(text) };
+        const images = imagesOf(e.payload.llm_message.content);
+        const msg: LlmMessage = { role: "user", text: activate(text), ...(images.length ? { images } : {}) };
         if (outstanding.size) deferred.push(msg);
         else messages.push(msg);
       }
     } else if (e.kind === "ActionEvent") {
-      const a = p as unknown as ActionPayload;
+      const a = e.payload;
       addCall(a.llm_response_id, a.tool_call, textOf(a.thought));
+      calls.add(a.tool_call_id);
       outstanding.add(a.tool_call_id);
     } else if (e.kind === "ObservationEvent") {
-      const o = p as unknown as ObservationPayload;
+      const o = e.payload;
+      if (!calls.has(o.tool_call_id)) continue;
       messages.push({
         role: "tool",
         toolCallId: o.tool_call_id,
         toolName: o.tool_name,
-        text: textOf(o.observation?.content),
-        isError: o.observation?.is_error === true,
+        text: textOf(o.observation.content),
+        isError: o.observation.is_error === true,
       });
       outstanding.delete(o.tool_call_id);
       flush();
-    } else if (isToolError(e)) {
-      const t = p as unknown as ToolErrorPayload;
-      addCall(t.llm_response_id, t.tool_call, textOf(t.thought));
+    } else if (isToolCallError(e)) {
+      const t = e.payload;
+      addCall(t.llm_response_id, t.tool_call, textOf(t.thought ?? []));
       messages.push({ role: "tool", toolCallId: t.tool_call_id, toolName: t.tool_name, text: t.error, isError: true });
     }
   }

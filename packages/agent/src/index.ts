@@ -1,4 +1,5 @@
 export * from "./history.ts";
+export * from "./llm/prices.ts";
 export * from "./llm/select.ts";
 export * from "./llm/types.ts";
 export * from "./loop.ts";
@@ -6,4 +7,5 @@ export * from "./run-state.ts";
 export * from "./system-prompt.ts";
 export * from "./tools/definitions.ts";
 export * from "./tools/execute.ts";
+export * from "./tools/git.ts";
 export * from "./tools/run-once.ts";

@@ -1,3 +1,4 @@
+import type { EventDraft } from "@tern/core";
 import { describe, expect, it } from "vitest";
 import type { LlmResponse } from "./llm/types.ts";
 import { toolCallEvents } from "./loop.ts";
@@ -9,6 +10,8 @@ const response = (calls: { id: string; name: string; arguments: string }[], text
   model: "m",
   usage: { promptTokens: 0, completionTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
 });
+
+const errorOf = (e: EventDraft | undefined) => (e?.kind === "AgentErrorEvent" ? e.payload.error : undefined);
 
 describe("toolCallEvents", () => {
   it("makes an ActionEvent of a valid call, with the thought on the first event only", () => {
@@ -46,9 +49,9 @@ describe("toolCallEvents", () => {
       1,
     );
     expect(events.map((e) => e.kind)).toEqual(["AgentErrorEvent", "AgentErrorEvent", "AgentErrorEvent"]);
-    expect(String(events[0]?.payload.error)).toMatch(/not valid JSON/);
-    expect(String(events[1]?.payload.error)).toMatch(/file_text: required by create/);
-    expect(String(events[2]?.payload.error)).toMatch(/Unknown tool "browser"/);
+    expect(String(errorOf(events[0]))).toMatch(/not valid JSON/);
+    expect(String(errorOf(events[1]))).toMatch(/file_text: required by create/);
+    expect(String(errorOf(events[2]))).toMatch(/Unknown tool "browser"/);
   });
 
   it("gives calls without an id, or with a repeated one, ids of their own", () => {

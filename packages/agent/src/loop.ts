@@ -1,34 +1,80 @@
 import { randomUUID } from "node:crypto";
-import type { Conversation, ExecutionStatus, Logger, StoredEvent } from "@tern/core";
+import {
+  type Conversation,
+  type EventDraft,
+  type EventDraftOf,
+  EventLimitError,
+  type ExecutionStatus,
+  type Logger,
+  maskSecrets,
+  metrics,
+  newEvent,
+} from "@tern/core";
 import {
   agentRunsRepository,
   conversationsRepository,
   type Database,
-  type EventDraft,
   eventsRepository,
   type RunLease,
   RunLeaseLostError,
   sandboxesRepository,
 } from "@tern/db";
-import type { SandboxDriver } from "@tern/sandbox";
+import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { Kysely } from "kysely";
 import type { z } from "zod";
-import { type ActionPayload, buildHistory, type ObservationPayload, type ToolErrorPayload } from "./history.ts";
-import { chooseLlm, type LlmClientOptions, type LlmSettings } from "./llm/select.ts";
+import { buildHistory } from "./history.ts";
+import { costOf, type PriceTable, priceOf } from "./llm/prices.ts";
+import { chooseLlm, type LlmClientOptions, type LlmSettings, type UserLlmSettings } from "./llm/select.ts";
 import { type LlmClient, LlmError, type LlmResponse, type ToolCall } from "./llm/types.ts";
 import { analyzeRun } from "./run-state.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
+import type { GitToolRunner } from "./tools/git.ts";
+
+/** What a run takes from its conversation's user: called once per run, holding the conversation. */
+export interface AgentRunContext {
+  /**
+   * Name → value: environment variables of the agent's commands (the user's secrets and the start
+   * request's), and masked as `<secret:NAME>` in every event the run stores and every error it throws.
+   */
+  secrets: Record<string, string>;
+  /** The user's own LLM settings (null: none; the operator's LLM serves them). */
+  llm: UserLlmSettings | null;
+  /** The user's max_iterations (at most MAX_ITERATIONS); null: MAX_ITERATIONS. */
+  maxIterations: number | null;
+  /** The user's max_budget_per_task (USD); null: MAX_BUDGET_PER_TASK. */
+  maxBudgetPerTask: number | null;
+}
 
 export interface AgentRunDeps {
   db: Kysely<Database>;
   sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect">;
-  settings: LlmSettings & { MAX_ITERATIONS: number };
+  settings: LlmSettings & {
+    MAX_ITERATIONS: number;
+    /** Events the model is shown at each step, besides the system prompt and first user message (default 120). */
+    AGENT_HISTORY_WINDOW?: number;
+    /** The run ends in error rather than take the conversation past this many events (0 or absent: no cap). */
+    MAX_EVENTS_PER_CONVERSATION?: number;
+    /** USD a conversation may spend on the LLM (absent: no cap unless the user set one). */
+    MAX_BUDGET_PER_TASK?: number | undefined;
+    /** Prices added to the built-in table (LLM_PRICES). */
+    LLM_PRICES?: PriceTable;
+  };
+  /** The user's secrets, LLM and limits for this run (the worker reads and opens them); none: no user part. */
+  runContext?: (conversation: Conversation) => Promise<AgentRunContext>;
+  /**
+   * Called once the run holds the conversation, before its first step: makes sure the sandbox can
+   * run tools (the worker resumes one the janitor paused for idleness). No pause can come between
+   * it and the run's steps, since the janitor leaves conversations with a run alone.
+   */
+  ensureSandboxRunning?: (conversation: Conversation) => Promise<void>;
   logger: Logger;
   llmOptions?: LlmClientOptions;
   /** Output kept per tool call (default 30 000 bytes). */
   maxToolOutputBytes?: number;
+  /** Runs the git tools (push, pull request) outside the sandbox, with the user's token. */
+  git?: GitToolRunner;
 }
 
 export type RunOutcome =
@@ -38,21 +84,29 @@ export type RunOutcome =
   /** Nothing to do: the run already ended, there is nothing to answer, or the conversation is gone. */
   | { outcome: "skipped"; reason: string }
   /** This worker lost the run to another attempt; it stops without writing. */
-  | { outcome: "lost" };
+  | { outcome: "lost" }
+  /**
+   * The conversation's sandbox is paused: the run stops where it is, holding the conversation,
+   * and the same run continues once the sandbox is resumed (ask again later).
+   */
+  | { outcome: "waiting"; reason: string };
+
+const DEFAULT_HISTORY_WINDOW = 120;
 
 const actionKinds: Record<ToolName, string> = {
   terminal: "TerminalAction",
   file_editor: "FileEditorAction",
   think: "ThinkAction",
   finish: "FinishAction",
+  git_push: "GitPushAction",
+  create_pull_request: "CreatePullRequestAction",
 };
 
-const agentError = (error: string): EventDraft => ({ kind: "AgentErrorEvent", source: "agent", payload: { error } });
+const agentError = newEvent.agentError;
 
 const issuesText = (error: z.ZodError): string =>
   error.issues.map((i) => `${i.path.length ? `${i.path.join(".")}: ` : ""}${i.message}`).join("; ");
 
-/** One event per tool call of a response: an ActionEvent, or an AgentErrorEvent the model will read. */
 /** Some OpenAI-compatible servers send calls without ids, or the same id twice: every call needs its own. */
 const withUniqueIds = (calls: ToolCall[]): ToolCall[] => {
   const seen = new Set<string>();
@@ -63,13 +117,16 @@ const withUniqueIds = (calls: ToolCall[]): ToolCall[] => {
   });
 };
 
-export const toolCallEvents = (response: LlmResponse, responseId: string, historySeq: number): EventDraft[] =>
-  withUniqueIds(response.toolCalls).map((call: ToolCall, i): EventDraft => {
+/** One event per tool call of a response: an ActionEvent, or an AgentErrorEvent the model will read. */
+export const toolCallEvents = (
+  response: LlmResponse,
+  responseId: string,
+  historySeq: number,
+): EventDraftOf<"ActionEvent" | "AgentErrorEvent">[] =>
+  withUniqueIds(response.toolCalls).map((call: ToolCall, i) => {
     const thought = i === 0 && response.text ? [{ type: "text" as const, text: response.text }] : [];
-    const fail = (error: string): EventDraft => ({
-      kind: "AgentErrorEvent",
-      source: "agent",
-      payload: {
+    const fail = (error: string) =>
+      newEvent.toolCallError({
         tool_name: call.name,
         tool_call_id: call.id,
         tool_call: call,
@@ -77,8 +134,7 @@ export const toolCallEvents = (response: LlmResponse, responseId: string, histor
         history_seq: historySeq,
         thought,
         error,
-      } satisfies ToolErrorPayload,
-    });
+      });
     if (!isToolName(call.name)) {
       return fail(`Unknown tool "${call.name}". The tools are: ${toolDefinitions.map((t) => t.name).join(", ")}.`);
     }
@@ -90,33 +146,52 @@ export const toolCallEvents = (response: LlmResponse, responseId: string, histor
     }
     const parsed = toolArgs[call.name].safeParse(raw);
     if (!parsed.success) return fail(`Invalid arguments for ${call.name}: ${issuesText(parsed.error)}.`);
-    return {
-      kind: "ActionEvent",
-      source: "agent",
-      payload: {
-        tool_name: call.name,
-        tool_call_id: call.id,
-        thought,
-        action: { kind: actionKinds[call.name], ...(parsed.data as Record<string, unknown>) },
-        tool_call: call,
-        llm_response_id: responseId,
-        history_seq: historySeq,
-      } satisfies ActionPayload,
-    };
+    return newEvent.action({
+      tool_name: call.name,
+      tool_call_id: call.id,
+      thought,
+      action: { kind: actionKinds[call.name], ...parsed.data },
+      tool_call: call,
+      llm_response_id: responseId,
+      history_seq: historySeq,
+    });
   });
 
-/** The sandbox's container, or null when it is gone (removed, or never made). */
-const containerOf = async (db: Kysely<Database>, conversation: Conversation): Promise<string | null> => {
-  if (!conversation.sandboxId) return null;
+/**
+ * The conversation's sandbox as the driver knows it (ref null when it is gone: removed, or never
+ * made), and whether the user paused it.
+ */
+const sandboxOf = async (
+  db: Kysely<Database>,
+  conversation: Conversation,
+): Promise<{ ref: SandboxRef | null; paused: boolean }> => {
+  if (!conversation.sandboxId) return { ref: null, paused: false };
   const sandbox = await sandboxesRepository(db).get(conversation.sandboxId);
-  if (!sandbox || sandbox.status === "MISSING" || sandbox.status === "ERROR") return null;
-  return sandbox.containerId ?? sandbox.containerName;
+  if (!sandbox || sandbox.status === "MISSING" || sandbox.status === "ERROR") return { ref: null, paused: false };
+  // Paused by the janitor for idleness, the run resumes it (ensureSandboxRunning); paused by the
+  // user (POST /sandboxes/{id}/pause), the run waits until the user resumes it.
+  return { ref: sandbox.ref ?? sandbox.name, paused: sandbox.status === "PAUSED" && !sandbox.idlePausedAt };
 };
+
+/** Every string inside `value` with the secrets' values masked (events are JSON: walk, not stringify). */
+const maskDeep = <T>(value: T, secrets: Record<string, string>): T => {
+  if (typeof value === "string") return maskSecrets(value, secrets) as T;
+  if (Array.isArray(value)) return value.map((v) => maskDeep(v, secrets)) as T;
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, maskDeep(v, secrets)])) as T;
+  }
+  return value;
+};
+
+const noContext: AgentRunContext = { secrets: {}, llm: null, maxIterations: null, maxBudgetPerTask: null };
+
+const sandboxPaused: RunOutcome = { outcome: "waiting", reason: "the conversation's sandbox is paused" };
 
 /**
  * One run of the agent on a conversation. Every decision is made from the stored events, re-read
- * at each step, so a worker that picks the run up after another one died continues where it
- * stopped: a call whose ActionEvent is stored but not its ObservationEvent is run through the
+ * at each step (a bounded read, whatever the conversation's length: the run's own events, the
+ * latest AGENT_HISTORY_WINDOW, the system prompt and the first user message), so a worker that
+ * picks the run up after another one died continues where it stopped: a call whose ActionEvent is stored but not its ObservationEvent is run through the
  * sandbox's run-once record (tools/run-once.ts), which returns the first execution's result.
  */
 export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId: string): Promise<RunOutcome> => {
@@ -128,13 +203,19 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const conversation = await conversations.get(conversationId);
   if (!conversation) return { outcome: "skipped", reason: "no such conversation" };
 
+  const window = deps.settings.AGENT_HISTORY_WINDOW ?? DEFAULT_HISTORY_WINDOW;
+  const maxEvents = deps.settings.MAX_EVENTS_PER_CONVERSATION || undefined;
+
   // Cheap check first: a run waiting for another one is asked again every second or so.
   const holder = await runs.activeRun(conversationId);
   if (holder && holder !== runId) return { outcome: "busy", activeRunId: holder };
   // A new run with nothing to answer writes nothing (e.g. a second /run after the agent finished).
-  if (holder !== runId && !analyzeRun(await events.listAll(conversationId)).needsAgent) {
+  if (holder !== runId && !analyzeRun((await events.readForAgent(conversationId, { window })).recent).needsAgent) {
     return { outcome: "skipped", reason: "nothing to answer" };
   }
+  // While the sandbox is paused a run waits, and does so before it takes (or takes again) the
+  // lock: looking again every few seconds then costs no attempt and writes nothing.
+  if ((await sandboxOf(deps.db, conversation)).paused) return sandboxPaused;
 
   const begun = await runs.begin(conversationId, runId);
   if (begun.outcome === "busy") return { outcome: "busy", activeRunId: begun.activeRunId };
@@ -143,43 +224,75 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const lease: RunLease = begun.lease;
   log.info({ outcome: begun.outcome, attempt: lease.attempt }, "agent run taken");
 
+  // Filled once the run holds the conversation; until then nothing secret is in play.
+  let context: AgentRunContext = noContext;
+  const masked = <T>(value: T): T => (Object.keys(context.secrets).length ? maskDeep(value, context.secrets) : value);
+  const append = (drafts: EventDraft[]) => runs.append(lease, masked(drafts), { maxEvents });
+
   const end = async (status: ExecutionStatus, drafts: EventDraft[] = []): Promise<RunOutcome> => {
-    await runs.end(lease, status, drafts);
+    await runs.end(lease, status, masked(drafts));
     log.info({ status }, "agent run ended");
     return { outcome: "ended", status };
   };
 
-  try {
-    const choice = chooseLlm(deps.settings, conversation.llmModel, deps.llmOptions);
-    if (!choice.ok) return await end("error", [agentError(choice.reason)]);
-    const llm: LlmClient = choice.client;
+  // Each step reads a bounded part of the history: the events since this run began (what the
+  // run-state analysis needs) or the last `window`, whichever reach further back, and the head.
+  const maxIterations = () =>
+    Math.min(deps.settings.MAX_ITERATIONS, context.maxIterations ?? deps.settings.MAX_ITERATIONS);
+  const budget = () => context.maxBudgetPerTask ?? deps.settings.MAX_BUDGET_PER_TASK ?? null;
 
+  const steps = async (llm: LlmClient): Promise<RunOutcome> => {
+    const price = priceOf(llm.model, deps.settings.LLM_PRICES);
+    const maxBudget = budget();
+    // The budget is part of the conversation's MetricsSnapshot.
+    let spent = (
+      await conversations.addMetrics(conversationId, {}, maxBudget ? { max_budget_per_task: maxBudget } : {})
+    )?.accumulated_cost;
+    if (maxBudget && !price) log.warn({ model: llm.model }, "no price for the model: its budget cannot be held");
+    const runStartSeq = await events.lastRunStartSeq(conversationId);
     for (;;) {
-      const history: StoredEvent[] = await events.listAll(conversationId);
+      // Paused between two steps: stop here, holding the conversation; resume continues this run.
+      const sandbox = await sandboxOf(deps.db, conversation);
+      if (sandbox.paused) {
+        log.info("sandbox paused; the run waits for it");
+        return sandboxPaused;
+      }
+      const read = await events.readForAgent(conversationId, { window, sinceSeq: runStartSeq });
+      const history = read.recent;
       const state = analyzeRun(history);
 
       if (state.pending.length > 0) {
-        const containerId = await containerOf(deps.db, conversation);
+        const sandboxRef = sandbox.ref;
         for (const { event, payload } of state.pending) {
-          const needsSandbox = payload.tool_name === "terminal" || payload.tool_name === "file_editor";
-          if (needsSandbox && !containerId) {
+          const needsSandbox = !["think", "finish", "create_pull_request"].includes(payload.tool_name);
+          if (needsSandbox && !sandboxRef) {
             return await end("error", [agentError("The conversation's sandbox is gone; tools cannot run any more.")]);
           }
           const { kind: _kind, ...args } = payload.action;
           let result: Awaited<ReturnType<typeof executeTool>>;
+          const toolBegan = performance.now();
           try {
             result = await executeTool(payload.tool_name as ToolName, args as never, {
               sandbox: deps.sandboxes,
-              containerId: containerId ?? "",
+              sandboxRef: sandboxRef ?? "",
               workspaceDir: conversation.workspaceDir,
               actionId: event.id,
               maxOutputBytes: deps.maxToolOutputBytes ?? 30_000,
+              env: context.secrets,
+              git: deps.git,
+              conversation,
             });
           } catch (err) {
-            // A container that is gone or stopped will not come back by retrying: end the run.
-            // Anything else (a Docker hiccup) is thrown, and the job's retry resumes the run.
-            const info = containerId ? await deps.sandboxes.inspect(containerId).catch(() => undefined) : null;
+            // A sandbox that is gone or stopped will not come back by retrying: end the run.
+            // Anything else (a driver hiccup) is thrown, and the job's retry resumes the run.
+            const info = sandboxRef ? await deps.sandboxes.inspect(sandboxRef).catch(() => undefined) : null;
             if (info === undefined || info?.state === "running") throw err;
+            // Paused after the step began (a new command is refused by a frozen sandbox): the call
+            // has no result stored, so it runs when the run continues.
+            if (info?.state === "paused") {
+              log.info("sandbox paused during a step; the run waits for it");
+              return sandboxPaused;
+            }
             log.warn({ err, state: info?.state ?? "missing" }, "sandbox not running");
             return await end("error", [
               agentError(
@@ -187,17 +300,14 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
               ),
             ]);
           }
-          await runs.append(lease, [
-            {
-              kind: "ObservationEvent",
-              source: "environment",
-              payload: {
-                tool_name: payload.tool_name,
-                tool_call_id: payload.tool_call_id,
-                action_id: event.id,
-                observation: result.observation,
-              } satisfies ObservationPayload,
-            },
+          metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - toolBegan) / 1000);
+          await append([
+            newEvent.observation({
+              tool_name: payload.tool_name,
+              tool_call_id: payload.tool_call_id,
+              action_id: event.id,
+              observation: result.observation,
+            }),
           ]);
         }
         continue;
@@ -206,17 +316,35 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       if (state.done) return await end("finished");
       if (state.pauseRequested) return await end("paused");
       if (state.stuck) return await end("stuck", [agentError(state.stuck)]);
-      if (state.iterations >= deps.settings.MAX_ITERATIONS) {
+      if (state.iterations >= maxIterations()) {
         return await end("error", [
           agentError(
-            `The agent reached MAX_ITERATIONS (${deps.settings.MAX_ITERATIONS} LLM calls) in this run without finishing. ` +
+            `The agent reached its maximum of ${maxIterations()} iterations (LLM calls) in this run without finishing. ` +
               "Send a message or POST /run to let it continue.",
           ),
         ]);
       }
+      if (maxBudget && price && (spent ?? 0) >= maxBudget) {
+        return await end("error", [
+          agentError(
+            `The conversation reached its budget: it spent $${(spent ?? 0).toFixed(4)} of max_budget_per_task ` +
+              `$${maxBudget}. Raise max_budget_per_task (POST /api/v1/settings) and send a message to continue.`,
+          ),
+        ]);
+      }
 
-      const { system, messages } = buildHistory(history, conversation.skills);
+      // The answer will be at least one more event: end now rather than spend an LLM call on it.
+      if (maxEvents && (history.at(-1)?.seq ?? 0) >= maxEvents) throw new EventLimitError(maxEvents);
+      // The model's view: the head, a marker for what is left out, and the last `window` events.
+      const shown = history.slice(-window);
+      const firstShown = shown[0]?.seq ?? 1;
+      const { system, messages } = buildHistory([...read.head, ...shown], conversation.skills, {
+        beforeSeq: firstShown,
+        omitted: firstShown - 1 - read.head.length,
+      });
       let response: LlmResponse;
+      metrics.agentSteps.inc();
+      const llmBegan = performance.now();
       try {
         response = await llm.complete({
           system:
@@ -231,42 +359,58 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
         });
       } catch (err) {
         if (!(err instanceof LlmError)) throw err;
-        log.warn({ err: err.message, status: err.status }, "LLM call failed");
+        log.warn({ err, status: err.status }, "LLM call failed");
         return await end("error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);
       }
-      await conversations.addMetrics(conversationId, {
-        llm_calls: 1,
-        prompt_tokens: response.usage.promptTokens,
-        completion_tokens: response.usage.completionTokens,
-        total_tokens: response.usage.promptTokens + response.usage.completionTokens,
-        cache_read_tokens: response.usage.cacheReadTokens,
-        cache_write_tokens: response.usage.cacheWriteTokens,
-      });
+      const model = llm.model;
+      metrics.llmDuration.observe({ model }, (performance.now() - llmBegan) / 1000);
+      metrics.llmTokens.inc({ model, kind: "prompt" }, response.usage.promptTokens);
+      metrics.llmTokens.inc({ model, kind: "completion" }, response.usage.completionTokens);
+      const counters = await conversations.addMetrics(
+        conversationId,
+        {
+          llm_calls: 1,
+          prompt_tokens: response.usage.promptTokens,
+          completion_tokens: response.usage.completionTokens,
+          total_tokens: response.usage.promptTokens + response.usage.completionTokens,
+          cache_read_tokens: response.usage.cacheReadTokens,
+          cache_write_tokens: response.usage.cacheWriteTokens,
+          accumulated_cost: price ? costOf(llm.provider, response.usage, price) : 0,
+        },
+        { per_turn_token: response.usage.promptTokens + response.usage.completionTokens },
+      );
+      spent = counters?.accumulated_cost;
       // Our own id, not the provider's: a provider may repeat ids, and the grouping must be exact.
       const responseId = randomUUID();
       // What the model had seen: a user message stored after this is still unanswered.
       const historySeq = history.at(-1)?.seq ?? 0;
       if (response.toolCalls.length === 0) {
-        await runs.append(lease, [
-          {
-            kind: "MessageEvent",
-            source: "agent",
-            payload: {
-              llm_message: { role: "assistant", content: [{ type: "text", text: response.text }] },
-              llm_response_id: responseId,
-              history_seq: historySeq,
-            },
-          },
-        ]);
+        await append([newEvent.agentMessage(response.text, { llm_response_id: responseId, history_seq: historySeq })]);
       } else {
-        await runs.append(lease, toolCallEvents(response, responseId, historySeq));
+        await append(toolCallEvents(response, responseId, historySeq));
       }
+    }
+  };
+
+  try {
+    context = (await deps.runContext?.(conversation)) ?? noContext;
+    const choice = chooseLlm(deps.settings, conversation.llmModel, deps.llmOptions, context.llm);
+    if (!choice.ok) return await end("error", [agentError(choice.reason)]);
+    await deps.ensureSandboxRunning?.(conversation);
+    try {
+      return await steps(choice.client);
+    } catch (err) {
+      // A full conversation ends the run with the reason; its closing events go past the cap.
+      if (err instanceof EventLimitError) return await end("error", [agentError(err.message)]);
+      throw err;
     }
   } catch (err) {
     if (err instanceof RunLeaseLostError) {
       log.warn("agent run lost to another worker; stopping without writing");
       return { outcome: "lost" };
     }
+    // What the job logs, and stores when it gives up (abandonRun), must not carry a secret either.
+    if (err instanceof Error && Object.keys(context.secrets).length) err.message = masked(err.message);
     throw err;
   }
 };

@@ -1,32 +1,20 @@
-import type { EventKind, EventSource, StoredEvent } from "@tern/core";
+import { type EventDraft, newEvent, type StoredEvent } from "@tern/core";
 import { describe, expect, it } from "vitest";
 import { buildHistory } from "./history.ts";
 import { analyzeRun } from "./run-state.ts";
 
 let seq = 0;
-const ev = (
-  kind: EventKind,
-  source: EventSource,
-  payload: Record<string, unknown>,
-  id = `e${seq + 1}`,
-): StoredEvent => {
+const ev = (draft: EventDraft, id = `e${seq + 1}`): StoredEvent => {
   seq += 1;
-  return { id, conversationId: "c", seq, kind, source, timestamp: new Date(seq * 1000).toISOString(), payload };
+  return { ...draft, id, conversationId: "c", seq, timestamp: new Date(seq * 1000).toISOString() };
 };
-const user = (text: string) =>
-  ev("MessageEvent", "user", { llm_message: { role: "user", content: [{ type: "text", text }] } });
+const user = (text: string) => ev(newEvent.userMessage([{ type: "text", text }]));
 const agent = (text: string, historySeq: number) =>
-  ev("MessageEvent", "agent", {
-    llm_message: { role: "assistant", content: [{ type: "text", text }] },
-    llm_response_id: `r${seq}`,
-    history_seq: historySeq,
-  });
-const running = () => ev("ConversationStateUpdateEvent", "environment", { key: "execution_status", value: "running" });
+  ev(newEvent.agentMessage(text, { llm_response_id: `r${seq}`, history_seq: historySeq }));
+const running = () => ev(newEvent.executionStatus("running"));
 const action = (id: string, response: string, command: string, tool = "terminal") =>
   ev(
-    "ActionEvent",
-    "agent",
-    {
+    newEvent.action({
       tool_name: tool,
       tool_call_id: `call-${id}`,
       thought: [],
@@ -34,16 +22,18 @@ const action = (id: string, response: string, command: string, tool = "terminal"
       tool_call: { id: `call-${id}`, name: tool, arguments: JSON.stringify({ command }) },
       llm_response_id: response,
       history_seq: seq,
-    },
+    }),
     id,
   );
 const observation = (actionId: string, text: string, tool = "terminal") =>
-  ev("ObservationEvent", "environment", {
-    tool_name: tool,
-    tool_call_id: `call-${actionId}`,
-    action_id: actionId,
-    observation: { content: [{ type: "text", text }] },
-  });
+  ev(
+    newEvent.observation({
+      tool_name: tool,
+      tool_call_id: `call-${actionId}`,
+      action_id: actionId,
+      observation: { kind: "TerminalObservation", content: [{ type: "text", text }] },
+    }),
+  );
 
 describe("analyzeRun", () => {
   it("lists an ActionEvent without its ObservationEvent as pending", () => {
@@ -76,15 +66,9 @@ describe("analyzeRun", () => {
 
   it("sees a pause asked after the run started, not one from an earlier run", () => {
     seq = 0;
-    const events = [
-      user("q"),
-      ev("PauseEvent", "user", {}),
-      running(),
-      action("a1", "r1", "ls"),
-      observation("a1", "x"),
-    ];
+    const events = [user("q"), ev(newEvent.pause()), running(), action("a1", "r1", "ls"), observation("a1", "x")];
     expect(analyzeRun(events).pauseRequested).toBe(false);
-    events.push(ev("PauseEvent", "user", {}));
+    events.push(ev(newEvent.pause()));
     expect(analyzeRun(events).pauseRequested).toBe(true);
   });
 
@@ -103,14 +87,16 @@ describe("analyzeRun", () => {
     seq = 0;
     const events = [user("q"), running()];
     const bad = (i: number) =>
-      ev("AgentErrorEvent", "agent", {
-        tool_name: "terminal",
-        tool_call_id: `bad-${i}`,
-        tool_call: { id: `bad-${i}`, name: "terminal", arguments: "{}" },
-        llm_response_id: `rb${i}`,
-        history_seq: seq,
-        error: "Invalid arguments for terminal: command: required",
-      });
+      ev(
+        newEvent.toolCallError({
+          tool_name: "terminal",
+          tool_call_id: `bad-${i}`,
+          tool_call: { id: `bad-${i}`, name: "terminal", arguments: "{}" },
+          llm_response_id: `rb${i}`,
+          history_seq: seq,
+          error: "Invalid arguments for terminal: command: required",
+        }),
+      );
     events.push(bad(1), bad(2));
     expect(analyzeRun(events).stuck).toBeNull();
     events.push(bad(3));
@@ -126,6 +112,27 @@ describe("analyzeRun", () => {
 });
 
 describe("buildHistory", () => {
+  it("hands a user message's images to the model after its text, in order; a text-only one has none", () => {
+    seq = 0;
+    const events = [
+      ev(
+        newEvent.userMessage([
+          { type: "text", text: "look" },
+          { type: "image", image_urls: ["https://x.test/a.png", "data:image/png;base64,AAAA"] },
+          { type: "text", text: "closely" },
+        ]),
+      ),
+      user("plain"),
+    ];
+    const { messages } = buildHistory(events, []);
+    expect(messages[0]).toEqual({
+      role: "user",
+      text: "look\nclosely",
+      images: ["https://x.test/a.png", "data:image/png;base64,AAAA"],
+    });
+    expect(messages[1]).toEqual({ role: "user", text: "plain" });
+  });
+
   it("gives a user message that arrived while results were outstanding after those results", () => {
     seq = 0;
     const events = [user("q"), action("a1", "r1", "ls"), user("meanwhile"), observation("a1", "files")];
@@ -155,5 +162,27 @@ describe("buildHistory", () => {
     expect(messages[0]).toMatchObject({ role: "user" });
     expect(messages[0]?.role === "user" && messages[0].text).toContain("Use psql.");
     expect(messages[2]?.role === "user" && messages[2].text).toBe("postgres again");
+  });
+});
+
+describe("buildHistory of a bounded read", () => {
+  it("puts the marker where events were left out, and drops a result whose call was left out", () => {
+    seq = 0;
+    const first = user("first");
+    // Events 2 to 41 are not read, the call of the first result read among them.
+    seq = 41;
+    const cut = observation("a-cut", "lost result");
+    const later = [action("a2", "r2", "ls"), observation("a2", "files"), agent("done", 44)];
+    const { messages } = buildHistory([first, cut, ...later], [], { beforeSeq: cut.seq, omitted: 40 });
+    expect(messages.map((m) => m.role)).toEqual(["user", "user", "assistant", "tool", "assistant"]);
+    expect(messages[1]?.role === "user" && messages[1].text).toMatch(/^\[40 earlier events of this conversation/);
+    expect(messages.some((m) => m.role === "tool" && m.toolCallId === "call-a-cut")).toBe(false);
+  });
+
+  it("adds no marker when nothing was left out", () => {
+    seq = 0;
+    const events = [user("q"), agent("a", 1)];
+    const { messages } = buildHistory(events, [], { beforeSeq: 1, omitted: 0 });
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
   });
 });

@@ -1,11 +1,18 @@
-import type { StoredEvent } from "@tern/core";
-import { type ActionPayload, isTurnEvent, type ObservationPayload, type ToolErrorPayload, textOf } from "./history.ts";
+import {
+  type ActionPayload,
+  type AgentTurn,
+  isToolCallError,
+  type ObservationPayload,
+  type StoredEvent,
+  type StoredEventOf,
+} from "@tern/core";
+import { isTurnEvent, textOf } from "./history.ts";
 
 /** How many identical steps in a row make a loop `stuck` (OpenHands' stuck detector counts alike). */
 export const stuckRepeats = { actionObservation: 4, toolError: 3 } as const;
 
 export interface PendingAction {
-  event: StoredEvent;
+  event: StoredEventOf<"ActionEvent">;
   payload: ActionPayload;
 }
 
@@ -31,6 +38,10 @@ const lastIndexOf = (events: StoredEvent[], pred: (e: StoredEvent) => boolean): 
 const isRunningChange = (e: StoredEvent) =>
   e.kind === "ConversationStateUpdateEvent" && e.payload.key === "execution_status" && e.payload.value === "running";
 
+/** The LLM response an event of the agent came from, and what the model had seen then (when it says). */
+const turnOf = (e: StoredEvent): Partial<AgentTurn> =>
+  e.kind === "MessageEvent" || e.kind === "ActionEvent" || e.kind === "AgentErrorEvent" ? e.payload : {};
+
 const canonical = (v: unknown): string =>
   JSON.stringify(v, (_k, val) =>
     val && typeof val === "object" && !Array.isArray(val)
@@ -45,18 +56,16 @@ const canonical = (v: unknown): string =>
 const detectStuck = (events: StoredEvent[]): string | null => {
   const sinceUser = events.slice(lastIndexOf(events, (e) => e.kind === "MessageEvent" && e.source === "user") + 1);
   const observations = new Map<string, ObservationPayload>();
-  for (const e of sinceUser)
-    if (e.kind === "ObservationEvent")
-      observations.set(String(e.payload.action_id), e.payload as unknown as ObservationPayload);
+  for (const e of sinceUser) if (e.kind === "ObservationEvent") observations.set(e.payload.action_id, e.payload);
   const steps: string[] = [];
   for (const e of sinceUser) {
     if (e.kind === "ActionEvent") {
-      const a = e.payload as unknown as ActionPayload;
+      const a = e.payload;
       const o = observations.get(e.id);
       if (!o) continue;
-      steps.push(`action:${a.tool_name}:${canonical(a.action)}=>${textOf(o.observation?.content)}`);
-    } else if (e.kind === "AgentErrorEvent" && typeof e.payload.tool_call_id === "string") {
-      const t = e.payload as unknown as ToolErrorPayload;
+      steps.push(`action:${a.tool_name}:${canonical(a.action)}=>${textOf(o.observation.content)}`);
+    } else if (isToolCallError(e)) {
+      const t = e.payload;
       steps.push(`error:${t.tool_name}:${t.tool_call.arguments}=>${t.error}`);
     } else if (e.kind === "MessageEvent") {
       steps.push(`message:${e.id}`);
@@ -73,17 +82,19 @@ const detectStuck = (events: StoredEvent[]): string | null => {
 
 /** Everything the loop decides on, read from the stored events alone (so any worker can continue). */
 export const analyzeRun = (events: StoredEvent[]): RunState => {
-  const observed = new Set(events.filter((e) => e.kind === "ObservationEvent").map((e) => String(e.payload.action_id)));
+  const observed = new Set(events.filter((e) => e.kind === "ObservationEvent").map((e) => e.payload.action_id));
   const pending = events
-    .filter((e) => e.kind === "ActionEvent" && !observed.has(e.id))
-    .map((e) => ({ event: e, payload: e.payload as unknown as ActionPayload }));
+    .filter((e) => e.kind === "ActionEvent")
+    .filter((e) => !observed.has(e.id))
+    .map((e) => ({ event: e, payload: e.payload }));
 
   const runStart = lastIndexOf(events, isRunningChange);
   const inRun = events.slice(runStart + 1);
   const pauseRequested = runStart >= 0 && inRun.some((e) => e.kind === "PauseEvent");
   const responses = new Set<string>();
   for (const e of inRun) {
-    if (e.source === "agent" && typeof e.payload.llm_response_id === "string") responses.add(e.payload.llm_response_id);
+    const responseId = turnOf(e).llm_response_id;
+    if (e.source === "agent" && responseId !== undefined) responses.add(responseId);
   }
 
   const lastTurn = events[lastIndexOf(events, isTurnEvent)];
@@ -92,16 +103,15 @@ export const analyzeRun = (events: StoredEvent[]): RunState => {
     if (lastTurn.kind === "MessageEvent" && lastTurn.source === "agent") done = true;
     if (lastTurn.kind === "ObservationEvent") {
       // A `finish` among the calls of the last response ends the run once all its calls have results.
-      const lastResponse = events[lastIndexOf(events, (e) => e.kind === "ActionEvent")]?.payload.llm_response_id;
+      const lastResponse = events.findLast((e) => e.kind === "ActionEvent")?.payload.llm_response_id;
       done = events.some(
         (e) =>
           e.kind === "ActionEvent" && e.payload.llm_response_id === lastResponse && e.payload.tool_name === "finish",
       );
     }
     // A user message that came in while the model was answering was not part of what it answered.
-    const answered =
-      events[lastIndexOf(events, (e) => e.source === "agent" && typeof e.payload.history_seq === "number")];
-    const seen = Number(answered?.payload.history_seq ?? 0);
+    const answered = events.findLast((e) => e.source === "agent" && turnOf(e).history_seq !== undefined);
+    const seen = answered ? (turnOf(answered).history_seq ?? 0) : 0;
     if (done && events.some((e) => e.kind === "MessageEvent" && e.source === "user" && e.seq > seen)) done = false;
   }
 

@@ -29,10 +29,26 @@ const parseInput = (args: string): Record<string, unknown> => {
   }
 };
 
+const DATA_URL = /^data:(image\/[a-z0-9.+-]+);base64,(.*)$/is;
+
+/** An image part: Anthropic takes a URL, or a data: URL's bytes as a base64 source. */
+const imageBlock = (url: string): ContentBlockParam => {
+  const data = DATA_URL.exec(url);
+  if (!data) return { type: "image", source: { type: "url", url } };
+  return {
+    type: "image",
+    source: {
+      type: "base64",
+      media_type: (data[1] ?? "image/png").toLowerCase() as "image/png",
+      data: data[2] ?? "",
+    },
+  };
+};
+
 const blocksOf = (m: LlmMessage): ContentBlockParam[] => {
   switch (m.role) {
     case "user":
-      return [{ type: "text", text: m.text }];
+      return [{ type: "text", text: m.text }, ...(m.images ?? []).map(imageBlock)];
     case "assistant":
       return [
         ...(m.text ? [{ type: "text" as const, text: m.text }] : []),

@@ -21,7 +21,14 @@ export interface OpenAiClientOptions {
 const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
   switch (m.role) {
     case "user":
-      return { role: "user", content: m.text };
+      if (!m.images?.length) return { role: "user", content: m.text };
+      return {
+        role: "user",
+        content: [
+          ...(m.text ? [{ type: "text" as const, text: m.text }] : []),
+          ...m.images.map((url) => ({ type: "image_url" as const, image_url: { url } })),
+        ],
+      };
     case "assistant":
       return {
         role: "assistant",

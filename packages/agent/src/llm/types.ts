@@ -1,14 +1,13 @@
 /** The provider-neutral conversation the loop hands an LLM; each provider maps it to its wire format. */
 
-export interface ToolCall {
-  id: string;
-  name: string;
-  /** As the model wrote it: JSON text, possibly malformed (the loop validates it). */
-  arguments: string;
-}
+import type { ToolCall } from "@tern/core";
+
+/** A tool call as the model wrote it (its `arguments` JSON possibly malformed: the loop validates it). */
+export type { ToolCall };
 
 export type LlmMessage =
-  | { role: "user"; text: string }
+  /** `images`: URLs (http(s) or data:) the model is shown after the text, in order. */
+  | { role: "user"; text: string; images?: string[] }
   | { role: "assistant"; text: string; toolCalls: ToolCall[] }
   | { role: "tool"; toolCallId: string; toolName: string; text: string; isError: boolean };
 

@@ -1,5 +1,7 @@
+import type { SystemPromptTool } from "@tern/core";
 import { z } from "zod";
 import type { ToolDefinition } from "../llm/types.ts";
+import { createPullRequestArgs, gitPushArgs, gitToolDescriptions } from "./git.ts";
 
 /** Longest a terminal command may run, and its default, in seconds. */
 export const terminalTimeouts = { defaultSec: 120, maxSec: 600 } as const;
@@ -60,6 +62,8 @@ export const toolArgs = {
   file_editor: fileEditorArgs,
   think: thinkArgs,
   finish: finishArgs,
+  git_push: gitPushArgs,
+  create_pull_request: createPullRequestArgs,
 } as const;
 
 export type ToolName = keyof typeof toolArgs;
@@ -77,6 +81,7 @@ const descriptions: Record<ToolName, string> = {
     "`undo_edit` reverts the last edit of a file.",
   think: "Think about something without changing anything, e.g. to plan or to weigh options.",
   finish: "Call when the task is done, with a short summary for the user.",
+  ...gitToolDescriptions,
 };
 
 const jsonSchemaOf = (schema: z.ZodType): Record<string, unknown> => {
@@ -92,7 +97,7 @@ export const toolDefinitions: ToolDefinition[] = (Object.keys(toolArgs) as ToolN
 }));
 
 /** Tool definitions in the shape the SystemPromptEvent stores them (OpenAI's function tools). */
-export const systemPromptTools = (): Record<string, unknown>[] =>
+export const systemPromptTools = (): SystemPromptTool[] =>
   toolDefinitions.map((t) => ({
     type: "function",
     function: { name: t.name, description: t.description, parameters: t.parameters },

@@ -1,17 +1,25 @@
 import { readFileSync } from "node:fs";
 import { posix } from "node:path";
-import type { SandboxDriver } from "@tern/sandbox";
+import type { Conversation, Observation } from "@tern/core";
+import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import { type ToolArgs, type ToolName, terminalTimeouts } from "./definitions.ts";
+import { type GitToolRunner, gitObservation } from "./git.ts";
 import { runOnce, toolStateDir } from "./run-once.ts";
 
 export interface ToolContext {
   sandbox: Pick<SandboxDriver, "exec" | "upload">;
-  containerId: string;
+  /** The conversation's sandbox, as the driver knows it. */
+  sandboxRef: SandboxRef;
   workspaceDir: string;
   /** The ActionEvent's id: the key that makes a second execution read the first one's result. */
   actionId: string;
   /** Output kept per tool call; more is cut with a note. */
   maxOutputBytes: number;
+  /** Environment variables of the agent's terminal commands (the user's secrets). */
+  env?: Record<string, string>;
+  /** Runs git_push and create_pull_request on the worker; absent: those tools answer that they cannot run. */
+  git?: GitToolRunner;
+  conversation?: Conversation;
 }
 
 export interface ToolOutcome {
@@ -19,12 +27,12 @@ export interface ToolOutcome {
   text: string;
   isError: boolean;
   /** The ObservationEvent's `observation`. */
-  observation: Record<string, unknown>;
+  observation: Observation;
 }
 
 const fileEditorScript = readFileSync(new URL("./file_editor.py", import.meta.url), "utf8");
 
-const textContent = (text: string) => [{ type: "text", text }];
+const textContent = (text: string) => [{ type: "text" as const, text }];
 
 /** Resolves `path` against the workspace; null when it leaves it. */
 export const workspacePath = (workspaceDir: string, path: string): string | null => {
@@ -80,7 +88,7 @@ const fileEditor = async (args: ToolArgs<"file_editor">, ctx: ToolContext): Prom
   }
   const payload = Buffer.from(JSON.stringify({ ...args, path, workspace: ctx.workspaceDir })).toString("base64");
   const program = `${fileEditorScript}\nimport base64\nmain(json.loads(base64.b64decode("${payload}").decode()))\n`;
-  const r = await runOnce({ ...ctx, interpreter: "python3", program, cwd: ctx.workspaceDir, timeoutSec: 60 });
+  const r = await runOnce({ ...ctx, env: {}, interpreter: "python3", program, cwd: ctx.workspaceDir, timeoutSec: 60 });
   const isError = r.exitCode !== 0;
   let text = r.output.replace(/\n$/, "");
   if (r.cutBytes > 0) text += `\n[Output was cut: ${r.cutBytes} bytes in the middle were left out.]`;
@@ -102,6 +110,23 @@ export const executeTool = async <N extends ToolName>(
     case "think": {
       const text = "Your thought has been logged.";
       return { text, isError: false, observation: { kind: "ThinkObservation", content: textContent(text) } };
+    }
+    case "git_push":
+    case "create_pull_request": {
+      const kind = name === "git_push" ? "GitPushObservation" : "PullRequestObservation";
+      const result =
+        ctx.git && ctx.conversation
+          ? name === "git_push"
+            ? await ctx.git.push(
+                { conversation: ctx.conversation, sandboxRef: ctx.sandboxRef },
+                args as ToolArgs<"git_push">,
+              )
+            : await ctx.git.createPullRequest(
+                { conversation: ctx.conversation, sandboxRef: ctx.sandboxRef },
+                args as ToolArgs<"create_pull_request">,
+              )
+          : { text: `${name} is not available here.`, isError: true };
+      return { text: result.text, isError: result.isError, observation: gitObservation(kind, result) };
     }
     case "finish": {
       const text = (args as ToolArgs<"finish">).message;

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { SandboxDriver } from "@tern/sandbox";
+import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 
 /** Where tool executions leave their traces inside the sandbox, one directory per ActionEvent id. */
 export const toolStateDir = "/tmp/tern-tools";
@@ -42,7 +42,7 @@ fi
 
 export interface RunOnceInput {
   sandbox: Pick<SandboxDriver, "exec" | "upload">;
-  containerId: string;
+  sandboxRef: SandboxRef;
   /** The ActionEvent id: unique per tool call, stable across workers. */
   actionId: string;
   interpreter: "bash" | "python3";
@@ -51,6 +51,8 @@ export interface RunOnceInput {
   timeoutSec: number;
   /** Output beyond this is cut in the middle, with a note saying how much. */
   maxOutputBytes: number;
+  /** More environment of the program (the user's secrets); the wrapper's own TERN_ variables win. */
+  env?: Record<string, string>;
 }
 
 export interface RunOnceResult {
@@ -75,14 +77,15 @@ export const runOnce = async (input: RunOnceInput): Promise<RunOnceResult> => {
   const inline = Buffer.byteLength(input.program) <= inlineProgramBytes && !input.program.includes("\0");
   if (!inline) {
     // Writing the program again on a resume is harmless: same action, same program.
-    await input.sandbox.upload(input.containerId, `${toolStateDir}/in/${input.actionId}`, [
+    await input.sandbox.upload(input.sandboxRef, `${toolStateDir}/in/${input.actionId}`, [
       { path: "program", content: input.program, mode: 0o600 },
     ]);
   }
   const cut = `TERN_CUT_${randomBytes(8).toString("hex")}`;
-  const res = await input.sandbox.exec(input.containerId, {
+  const res = await input.sandbox.exec(input.sandboxRef, {
     cmd: ["bash", "-c", wrapper],
     env: {
+      ...input.env,
       TERN_STATE: toolStateDir,
       TERN_ACTION_ID: input.actionId,
       TERN_INTERPRETER: input.interpreter,

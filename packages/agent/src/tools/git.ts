@@ -1,0 +1,63 @@
+import type { Conversation, Observation } from "@tern/core";
+import type { SandboxRef } from "@tern/sandbox";
+import { z } from "zod";
+
+/**
+ * The agent's git tools (issue 12): run by the worker, not in the sandbox, because they need the
+ * user's provider token, which never enters a sandbox. The worker takes the commits out of the
+ * sandbox and pushes them, and opens the pull request through the provider's API.
+ */
+export const gitPushArgs = z.object({
+  branch: z
+    .string()
+    .min(1)
+    .max(200)
+    .describe("The local branch of the workspace repository to push; the remote branch gets the same name."),
+});
+
+export const createPullRequestArgs = z.object({
+  title: z.string().min(1).max(256).describe("Title of the pull request."),
+  body: z.string().max(65_536).default("").describe("Description of the pull request (Markdown)."),
+  base: z.string().min(1).max(200).describe("The branch to merge into, e.g. main."),
+  head: z.string().min(1).max(200).describe("The branch with the changes; push it with git_push first."),
+});
+
+export const gitToolDescriptions = {
+  git_push:
+    "Push a branch of the workspace repository to its git provider, with the user's credentials (the sandbox has " +
+    "none: never try to push from the terminal). Commit your changes on that branch first. Never forces.",
+  create_pull_request:
+    "Open a pull request (GitLab: merge request) from `head` into `base` of the workspace repository, with the " +
+    "user's credentials. Push `head` with git_push first. Returns the pull request's URL.",
+} as const;
+
+export interface GitToolRequest {
+  conversation: Conversation;
+  /** The conversation's sandbox: where the commits are taken from. */
+  sandboxRef: SandboxRef;
+}
+
+export interface GitToolResult {
+  text: string;
+  isError: boolean;
+  /** The pull request's address and number, when one was opened (or found open already). */
+  url?: string;
+  number?: number;
+}
+
+/** What the worker gives the agent loop to run the git tools with. */
+export interface GitToolRunner {
+  push(req: GitToolRequest, args: z.infer<typeof gitPushArgs>): Promise<GitToolResult>;
+  createPullRequest(req: GitToolRequest, args: z.infer<typeof createPullRequestArgs>): Promise<GitToolResult>;
+}
+
+export const gitObservation = (
+  kind: "GitPushObservation" | "PullRequestObservation",
+  r: GitToolResult,
+): Observation => ({
+  kind,
+  content: [{ type: "text" as const, text: r.text }],
+  is_error: r.isError,
+  ...(r.url ? { url: r.url } : {}),
+  ...(r.number !== undefined ? { pr_number: r.number } : {}),
+});
