@@ -1,4 +1,4 @@
-import type { Logger } from "@tern/core";
+import type { Logger, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
 import type { Queues } from "@tern/queue";
 import type { SandboxDriver, SandboxPool } from "@tern/sandbox";
@@ -14,7 +14,15 @@ export interface WorkerDeps {
   redis: Redis;
   queues: Queues;
   sandboxes: SandboxDriver;
+  /**
+   * The engine this worker's driver drives, when its sandboxes have affinity (PreparedSandboxes):
+   * sandboxes it makes are recorded there, and it takes that engine's queues besides the shared
+   * ones. Null: every worker reaches every sandbox, and only the shared queues exist.
+   */
+  engineId: string | null;
   /** Present when SANDBOX_POOL_SIZE > 0. */
   pool: SandboxPool | null;
   logger: Logger;
+  /** Opens what the API sealed (secrets, tokens, keys) when a job needs it. */
+  secretBox: SecretBox;
 }

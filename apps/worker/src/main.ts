@@ -1,50 +1,77 @@
 import { hostname } from "node:os";
-import { ConfigError, createLogger } from "@tern/core";
-import { createDb, migrateToLatest, sandboxesRepository } from "@tern/db";
+import { createSecretBox, loadSecretsKeys, metrics, runService, type ServiceContext, startTracing } from "@tern/core";
+import { assertSchemaCurrent, createDb, enginesRepository, sandboxesRepository } from "@tern/db";
 import { createQueues, createRedis } from "@tern/queue";
-import { createDockerDriver, createSandboxPool, ensureSandboxNetwork } from "@tern/sandbox";
-import Docker from "dockerode";
-import { loadWorkerConfig } from "./config.ts";
+import {
+  ContainmentError,
+  containmentConfigError,
+  createSandboxDriver,
+  createSandboxPool,
+  SandboxLabel,
+  sandboxDriverConfig,
+  traceSandboxDriver,
+} from "@tern/sandbox";
+import { loadWorkerConfig, sandboxLimitsOf, type WorkerConfig } from "./config.ts";
 import type { WorkerDeps } from "./deps.ts";
-import { markWorkerAlive, workerAliveKey } from "./liveness.ts";
+import { startWorkerHttp } from "./http/index.ts";
+import { startJanitorSchedule } from "./janitor-schedule.ts";
+import { ALIVE_TTL_MS, markWorkerAlive, workerAliveKey } from "./liveness.ts";
 import { emptyWorkspaceWarmUp } from "./pipeline/prepare-repository.ts";
+import { gitServicesOf } from "./pipeline/repository-spec.ts";
 import { runJanitor } from "./processors/janitor.ts";
-import { createShutdownManager } from "./shutdown.ts";
+import { startWebhookOutboxSweep } from "./processors/webhooks.ts";
 import { startWorkers } from "./workers.ts";
 
-const dockerFromHost = (host: string | undefined): Docker => {
-  if (!host) return new Docker();
-  if (host.startsWith("unix://")) return new Docker({ socketPath: host.slice("unix://".length) });
-  const u = new URL(host.replace(/^tcp:/, "http:"));
-  return new Docker({ host: u.hostname, port: Number(u.port || 2375) });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Names this process in logs, pool labels and the jobs it processes. */
+const workerIdOf = (config: WorkerConfig): string => config.WORKER_ID ?? `${hostname()}-${process.pid}`;
+
+const loadConfig = (env: Record<string, string | undefined>) => {
+  const config = loadWorkerConfig(env);
+  return { ...config, WORKER_ID: workerIdOf(config) };
 };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const ALIVE_TTL_MS = 30_000;
-
-const main = async () => {
-  const config = loadWorkerConfig(process.env);
-  const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
-  const logger = createLogger("worker", config.LOG_LEVEL).child({ worker_id: workerId });
-  const shutdown = createShutdownManager(logger);
-
+const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typeof loadConfig>>) => {
+  const workerId = config.WORKER_ID;
+  const tracing = await startTracing("tern-worker", { endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT });
+  if (tracing) shutdown.register("tracing", tracing.shutdown);
   const { db, close: closeDb } = createDb(config.DATABASE_URL, {
     onError: (err) => logger.warn({ err }, "idle postgres client failed"),
   });
   shutdown.register("postgres", closeDb);
-  await migrateToLatest(db);
+  // Migrations run once per deploy, before the processes (pnpm db:migrate); a schema behind refuses.
+  await assertSchemaCurrent(db);
 
   const redis = createRedis(config.REDIS_URL, "worker");
-  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  shutdown.register("redis", async () => redis.disconnect());
+  redis.on("error", (err) => logger.warn({ err }, "redis error"));
+  shutdown.register("redis", () => redis.disconnect());
   await redis.ping();
   const queues = createQueues(redis, config.REDIS_PREFIX);
   shutdown.register("queues", queues.close);
 
-  const docker = dockerFromHost(config.DOCKER_HOST);
-  await docker.ping();
-  const network = await ensureSandboxNetwork(docker, config.SANDBOX_NETWORK);
-  const sandboxes = createDockerDriver(docker);
+  // The git hosts are what sandboxes must reach through their egress rules (they clone from them).
+  const engine = createSandboxDriver(sandboxDriverConfig(config, gitServicesOf(config)));
+  // Traced, each engine call is a span of the stage that made it.
+  const sandboxes = tracing ? traceSandboxDriver(engine) : engine;
+  // A worker that cannot hold its sandboxes in (disk limit, runtime, egress rules) takes no work.
+  const prepared = await sandboxes.prepare().catch((err: unknown) => {
+    throw err instanceof ContainmentError ? containmentConfigError(err) : err;
+  });
+
+  // Affinity: the engine this worker drives, when only its workers reach its sandboxes (Docker).
+  const engineId = prepared.engineId;
+  if (engineId) {
+    // Postgres knows each engine's last sign of life: its sandboxes are lost only after
+    // ENGINE_LOST_AFTER without one (their jobs wait for a worker of it until then).
+    const engines = enginesRepository(db);
+    await engines.beat(engineId);
+    const beatEveryMs = Math.min(10_000, (config.ENGINE_LOST_AFTER * 1000) / 4);
+    const beating = setInterval(() => {
+      engines.beat(engineId).catch((err) => logger.warn({ err }, "engine heartbeat failed"));
+    }, beatEveryMs);
+    shutdown.register("engine heartbeat", () => clearInterval(beating));
+  }
 
   // Proves this process alive to every janitor (warm containers of a live worker are left alone).
   await markWorkerAlive(redis, config.REDIS_PREFIX, workerId, ALIVE_TTL_MS);
@@ -56,37 +83,40 @@ const main = async () => {
     await redis.del(workerAliveKey(config.REDIS_PREFIX, workerId));
   });
 
-  const pool =
-    config.SANDBOX_POOL_SIZE > 0
-      ? createSandboxPool(sandboxes, {
-          size: config.SANDBOX_POOL_SIZE,
-          namespace: config.REDIS_PREFIX,
-          ownerId: workerId,
-          spec: {
-            image: config.SANDBOX_IMAGE,
-            limits: { memoryMb: config.SANDBOX_MEMORY_MB, cpus: config.SANDBOX_CPUS, pids: config.SANDBOX_PIDS_LIMIT },
-            network: config.SANDBOX_NETWORK,
-          },
-          prepare: emptyWorkspaceWarmUp(),
-          // Docker cannot relabel a running container: the sandboxes row says whose it is now.
-          onClaim: async (info, owner) => {
-            await sandboxesRepository(db).upsert({
-              id: owner.sandboxId,
-              containerName: info.name,
-              image: config.SANDBOX_IMAGE,
-              startTaskId: owner.taskId,
-            });
-          },
-          logger,
-        })
-      : null;
-  if (pool) {
-    await pool.start();
-    shutdown.register("pool", () => pool.stop());
-  }
+  // Made even with no pool: its start removes what a killed predecessor under this WORKER_ID left warm.
+  const warmPool = createSandboxPool(sandboxes, {
+    size: config.SANDBOX_POOL_SIZE,
+    namespace: config.REDIS_PREFIX,
+    ownerId: workerId,
+    spec: {
+      image: config.SANDBOX_IMAGE,
+      limits: sandboxLimitsOf(config),
+      // Warm sandboxes say which engine they are on, as every sandbox does.
+      ...(engineId ? { labels: { [SandboxLabel.Engine]: engineId } } : {}),
+    },
+    prepare: emptyWorkspaceWarmUp(),
+    // A sandbox's labels are fixed when it is made: the sandboxes row says whose it is now.
+    onClaim: async (info, owner) => {
+      await sandboxesRepository(db).upsert({
+        id: owner.sandboxId,
+        name: info.name,
+        image: config.SANDBOX_IMAGE,
+        startTaskId: owner.taskId,
+        engineId,
+      });
+    },
+    isClaimed: async (info) => (await sandboxesRepository(db).findByName(info.name)) !== null,
+    logger,
+  });
+  await warmPool.start();
+  shutdown.register("pool", () => warmPool.stop());
+  const pool = config.SANDBOX_POOL_SIZE > 0 ? warmPool : null;
 
-  const deps: WorkerDeps = { config, db, redis, queues, sandboxes, pool, logger };
+  const secretBox = createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+  const deps: WorkerDeps = { config, db, redis, queues, sandboxes, engineId, pool, logger, secretBox };
   const workers = startWorkers(deps);
+  // Registered after the workers, so it stops first: no new tries are enqueued while jobs finish.
+  const webhookSweep = startWebhookOutboxSweep(deps);
   shutdown.register("workers", async () => {
     // Stop taking jobs and let the running ones finish; past the grace they are handed back
     // (their locks lapse and another worker takes them as stalled jobs).
@@ -101,38 +131,50 @@ const main = async () => {
     }
   });
 
-  await queues.janitor.upsertJobScheduler(
-    "janitor",
-    { every: config.JANITOR_INTERVAL_MS },
-    { name: "sweep", data: {}, opts: { removeOnComplete: true, removeOnFail: 100 } },
-  );
-  // Once at start too: whatever a crash left behind goes now, not one interval later.
-  runJanitor(deps)
-    .then((r) => logger.info({ ...r }, "janitor ran at start"))
-    .catch((err) => logger.warn({ err: err instanceof Error ? err.message : String(err) }, "janitor at start failed"));
+  shutdown.register("webhook outbox sweep", webhookSweep.stop);
+
+  // After the workers, so its shutdown comes first: the API stops picking this worker before it stops.
+  const refreshMetrics = async () => {
+    metrics.poolSize.set(warmPool.available());
+    for (const queue of queues.all) {
+      const counts = await queue.getJobCounts("waiting", "active", "delayed", "failed", "prioritized");
+      for (const [state, n] of Object.entries(counts)) metrics.queueDepth.set({ queue: queue.name, state }, n);
+    }
+  };
+  await startWorkerHttp({ config, db, redis, sandboxes, engineId, logger, refreshMetrics }, shutdown);
+
+  // The schedule is this process's own timer (see janitor-schedule.ts), one sweep at a time per
+  // engine (each engine sweeps its own containers). The Redis-stored schedulers of earlier versions
+  // would sweep besides it: they go.
+  for (const q of new Set([queues.janitor, queues.forEngine(engineId).janitor])) {
+    await q.removeJobScheduler("janitor").catch(() => undefined);
+  }
+  const janitor = startJanitorSchedule({
+    redis,
+    prefix: config.REDIS_PREFIX,
+    engineId,
+    workerId,
+    intervalMs: config.JANITOR_INTERVAL_MS,
+    logger,
+    sweep: () => runJanitor(deps),
+    onSwept: (report, ms) => {
+      const acted = Object.values(report).some((list) => list.length > 0);
+      if (acted) logger.info({ ...report, ms }, "janitor swept");
+    },
+  });
+  shutdown.register("janitor", () => janitor.stop());
+  // Once at start too (unless another worker's sweep is due anyway): whatever a crash left goes now.
+  void janitor.tick();
 
   logger.info(
     {
       concurrency: config.WORKER_CONCURRENCY,
-      network: network.name,
-      gateway: network.gateway,
+      ...prepared.summary,
+      host_address: prepared.hostAddress,
       pool: config.SANDBOX_POOL_SIZE,
     },
     "worker ready",
   );
-
-  const stop = (signal: string) => {
-    void shutdown.run(signal).then(() => process.exit(0));
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
 };
 
-main().catch((err) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`${err.message}\n`);
-    process.exit(78);
-  }
-  process.stderr.write(`worker failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+void runService({ name: "worker", loadConfig, logBindings: (config) => ({ worker_id: config.WORKER_ID }), start });

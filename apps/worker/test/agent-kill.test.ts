@@ -1,7 +1,14 @@
 import { enqueueAgentRun } from "@tern/queue";
-import { removeContainersOfNamespace, type ServiceProcess, startService } from "@tern/testing";
+import {
+  kindsOf,
+  type ServiceProcess,
+  startService,
+  statusChanges,
+  waitFor,
+  fixtureWorkspaceDir as workspaceDir,
+} from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AgentFixture, createAgentFixture, kindsOf, statusChanges, workspaceDir } from "./agent-fixture.ts";
+import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
 let fx: AgentFixture;
 const workers: ServiceProcess[] = [];
@@ -13,26 +20,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.kill()));
   await fx?.close();
-  await removeContainersOfNamespace(fx.prefix);
 });
-
-const until = async <T>(
-  what: string,
-  fn: () => Promise<T | null | undefined | false>,
-  timeoutMs = 30_000,
-): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 
 describe("a worker killed during a run", () => {
   it("another worker finishes the run, and the tool call that was running is executed once", async () => {
-    const { conversationId, containerId } = await fx.newConversation({ message: "Mark the file." });
+    const { conversationId, sandboxRef } = await fx.newConversation({ message: "Mark the file." });
     fx.llm.push(
       {
         toolCalls: [
@@ -57,8 +49,9 @@ describe("a worker killed during a run", () => {
     const runId = await enqueueAgentRun(fx.queues, conversationId);
 
     // The command is running in the sandbox: its ActionEvent is stored, its first line written.
-    await until("the command to start", async () =>
-      (await fx.exec(containerId, `cat ${workspaceDir}/marks.txt 2>/dev/null`)).includes("started"),
+    await waitFor(
+      async () => (await fx.exec(sandboxRef, `cat ${workspaceDir}/marks.txt 2>/dev/null`)).includes("started"),
+      { what: "the command to start" },
     );
     const before = await fx.events(conversationId);
     expect(kindsOf(before).at(-1)).toBe("ActionEvent");
@@ -66,18 +59,17 @@ describe("a worker killed during a run", () => {
 
     const second = await startService("worker", env);
     workers.push(second);
-    const conversation = await until(
-      "the run to end",
+    const conversation = await waitFor(
       async () => {
         const c = await fx.conversation(conversationId);
-        return c.executionStatus !== "running" ? c : null;
+        return c.executionStatus !== "running" && c;
       },
-      45_000,
+      { what: "the run to end", timeoutMs: 45_000 },
     );
     expect(conversation.executionStatus).toBe("finished");
 
     // Executed once: one "started" and one "done", though two workers handled the call.
-    expect(await fx.exec(containerId, `cat ${workspaceDir}/marks.txt`)).toBe("started\ndone\n");
+    expect(await fx.exec(sandboxRef, `cat ${workspaceDir}/marks.txt`)).toBe("started\ndone\n");
     const events = await fx.events(conversationId);
     expect(kindsOf(events)).toEqual([
       "SystemPromptEvent",

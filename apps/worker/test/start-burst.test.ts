@@ -4,7 +4,6 @@ import { createStartHarness, type StartHarness } from "./start-harness.ts";
 
 let h: StartHarness;
 let api: ServiceProcess;
-let workers: ServiceProcess[];
 
 beforeAll(async () => {
   h = await createStartHarness();
@@ -12,7 +11,7 @@ beforeAll(async () => {
     ".openhands/setup.sh": "#!/bin/bash\nsleep 0.3\ntouch .ready\n",
     "AGENTS.md": "Keep it short.\n",
   });
-  [api, ...workers] = await Promise.all([
+  [api] = await Promise.all([
     h.startApi(),
     h.startWorker({ WORKER_ID: "burst-1", WORKER_CONCURRENCY: "4" }),
     h.startWorker({ WORKER_ID: "burst-2", WORKER_CONCURRENCY: "4" }),
@@ -21,7 +20,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await h?.close();
-  expect(await h.containers()).toEqual([]);
+  expect(await h.sandboxes()).toEqual([]);
 });
 
 describe("two worker processes", () => {
@@ -41,18 +40,15 @@ describe("two worker processes", () => {
     expect(results.map((r) => [r.task.status, r.task.detail])).toEqual(ids.map(() => ["READY", null]));
 
     const taskIds = results.map((r) => r.task.id);
-    const containers = await h.containers();
-    expect(containers.map((c) => c.Labels["tern.task_id"]).sort()).toEqual([...taskIds].sort());
+    const containers = await h.sandboxes();
+    expect(containers.map((c) => c.labels["tern.task_id"]).sort()).toEqual([...taskIds].sort());
     const conversations = await h.database.db.selectFrom("conversations").select("start_task_id").execute();
     expect(conversations.map((c) => c.start_task_id).sort()).toEqual([...taskIds].sort());
 
-    // Each worker logged the tasks it finished; together exactly the 20, and each did some.
-    const finishedBy = workers.map((w) =>
-      w
-        .output()
-        .split("\n")
-        .filter((l) => l.includes('"msg":"start task ready"'))
-        .map((l) => (JSON.parse(l) as { task_id: string }).task_id),
+    // Each worker ran some of the jobs to their end (the job says which); together exactly the 20.
+    const jobs = await Promise.all(taskIds.map((id) => h.queues.start.getJob(id)));
+    const finishedBy = ["burst-1", "burst-2"].map((name) =>
+      jobs.filter((j) => j?.processedBy === name).map((j) => j?.data.taskId),
     );
     expect(finishedBy[0]!.length).toBeGreaterThan(0);
     expect(finishedBy[1]!.length).toBeGreaterThan(0);

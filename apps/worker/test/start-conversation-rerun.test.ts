@@ -40,7 +40,7 @@ describe("STARTING_CONVERSATION run again (its worker died after writing the fir
       initial_message: { role: "user", content: [{ type: "text", text: "hi" }], run: true },
     });
     const sandbox = await sandboxesRepository(database.db).upsert({
-      containerName: `tern-test-${task.id}`,
+      name: `tern-test-${task.id}`,
       image: "tern-sandbox:latest",
       startTaskId: task.id,
       status: "RUNNING",
@@ -53,7 +53,7 @@ describe("STARTING_CONVERSATION run again (its worker died after writing the fir
       logger: createLogger("test", "silent"),
     } as unknown as WorkerDeps;
     const ctx: StartContext = { deps, task, attempt: 0, log: deps.logger };
-    const acquired = { sandboxId: sandbox.id, containerId: "unused", containerName: sandbox.containerName };
+    const acquired = { sandboxId: sandbox.id, ref: "unused", name: sandbox.name };
     const workspace = { dir: "/workspace/project", repository: null };
 
     const first = await startConversation(ctx, acquired, workspace, []);

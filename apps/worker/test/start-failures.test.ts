@@ -17,13 +17,23 @@ beforeAll(async () => {
   await h.git.createFixtureRepo("acme/endless-setup", {
     ".openhands/setup.sh": "#!/bin/bash\necho 'waiting forever'\n(sleep 1000) &\nsleep 1000\n",
   });
+  // The repository's own code breaks what the next stages need: `.git/hooks` becomes a file, and
+  // the skills directory becomes unreadable to the sandbox user.
+  await h.git.createFixtureRepo("acme/breaks-hooks", {
+    ".openhands/setup.sh": "#!/bin/bash\nrm -rf .git/hooks && echo 'not a directory' > .git/hooks\n",
+    ".openhands/pre-commit.sh": "#!/bin/bash\nexit 0\n",
+  });
+  await h.git.createFixtureRepo("acme/breaks-skills", {
+    ".openhands/setup.sh": "#!/bin/bash\nchmod 000 .openhands/skills/a.md\n",
+    ".openhands/skills/a.md": "# a\nsome skill\n",
+  });
   [api] = await Promise.all([h.startApi(), h.startWorker({ SETUP_SCRIPT_TIMEOUT: "2" })]);
   ({ key, userId } = await h.newUser());
 });
 
 afterAll(async () => {
   await h?.close();
-  expect(await h.containers()).toEqual([]);
+  expect(await h.sandboxes()).toEqual([]);
 });
 
 /** A start that must end in ERROR at `stage`, with `cause` in its detail, and leave no container. */
@@ -37,7 +47,7 @@ const expectFailure = async (taskId: string, stage: string, cause: RegExp) => {
   expect(task.attempt).toBe(1);
   const sandbox = await sandboxesRepository(h.database.db).findByTask(uuidOf(taskId));
   if (sandbox) expect(sandbox.status).toBe("ERROR");
-  const left = (await h.containers()).filter((c) => c.Labels["tern.task_id"] === uuidOf(taskId));
+  const left = (await h.sandboxes()).filter((c) => c.labels["tern.task_id"] === uuidOf(taskId));
   expect(left).toEqual([]);
   const conversation = await h.database.db
     .selectFrom("conversations")
@@ -57,7 +67,8 @@ const startViaApi = async (body: Record<string, unknown>): Promise<string> => {
 describe("starts that fail end in ERROR with the stage, the cause and no container", () => {
   it("an unknown repository", async () => {
     const id = await startViaApi({ selected_repository: "acme/nope" });
-    await expectFailure(id, "PREPARING_REPOSITORY", /repository acme\/nope not found/);
+    // Said as "no access" would be: which private repositories exist is not told.
+    await expectFailure(id, "PREPARING_REPOSITORY", /repository acme\/nope was not found, or cannot be read/);
   });
 
   it("an unknown branch", async () => {
@@ -76,6 +87,16 @@ describe("starts that fail end in ERROR with the stage, the cause and no contain
     const id = await startViaApi({ selected_repository: "acme/endless-setup" });
     const task = await expectFailure(id, "RUNNING_SETUP_SCRIPT", /did not finish within 2 s/);
     expect(task.detail).toContain("waiting forever");
+  });
+
+  it("a repository whose setup script breaks its own git hooks: the repository's fault, not retried", async () => {
+    const id = await startViaApi({ selected_repository: "acme/breaks-hooks" });
+    await expectFailure(id, "SETTING_UP_GIT_HOOKS", /installing the pre-commit hook failed/);
+  });
+
+  it("a repository whose setup script makes its skills unreadable: the repository's fault, not retried", async () => {
+    const id = await startViaApi({ selected_repository: "acme/breaks-skills" });
+    await expectFailure(id, "SETTING_UP_SKILLS", /reading the skills failed/);
   });
 
   it("a repository name that is an option: refused by the API (422) and, inserted directly, by the worker", async () => {

@@ -1,70 +1,93 @@
 import { randomBytes } from "node:crypto";
-import { type StartRequest, type StartTask, type StartTaskStatus, toHexId } from "@tern/core";
-import { startTasksRepository } from "@tern/db";
-import { createQueues, createRedis, type Queues, startJobOptions } from "@tern/queue";
 import {
-  containersOfNamespace,
+  createLogger,
+  DEFAULT_API_KEY_MAX_LIFETIME_DAYS,
+  type StartRequest,
+  type StartTask,
+  type StartTaskStatus,
+  startTaskStatuses,
+  toHexId,
+} from "@tern/core";
+import { startTasksRepository } from "@tern/db";
+import { createQueues, createRedis, type Queues } from "@tern/queue";
+import type { SandboxInfo } from "@tern/sandbox";
+import { createUserWithKey, startConversation } from "@tern/services";
+import {
   createRedisPrefix,
   createTestDatabase,
-  createUserWithKey,
   deleteRedisPrefix,
-  ensureTestSandboxNetwork,
   type GitServer,
-  removeContainersOfNamespace,
+  prepareTestSandboxes,
+  removeSandboxesOfNamespace,
   type ServiceProcess,
+  sandboxesOfNamespace,
   startGitServer,
   startService,
   type TestDatabase,
-  testDocker,
+  tenancyLimitsOff,
   testRedisUrl,
+  testSandboxDriver,
   testSandboxNetworkName,
+  waitFor,
 } from "@tern/testing";
 import type { Redis } from "ioredis";
+import { janitorEventsChannel } from "../src/janitor-schedule.ts";
 
 /**
- * One test file's world: its own database, Redis prefix (also the container namespace), git
- * server on the sandbox network's gateway, and real worker (and API) processes.
+ * One test file's world: its own database, Redis prefix (also the sandbox namespace), git
+ * server where sandboxes reach this host, and real worker (and API) processes.
  */
 export interface StartHarness {
   database: TestDatabase;
   prefix: string;
   redis: Redis;
   queues: Queues;
+  /** The engine the workers drive (the main one): their runs and commands go to its queues. */
+  engineId: string | null;
   git: GitServer;
   gitToken: string;
   /** Starts a worker process; `env` on top of the harness's. */
-  startWorker: (env?: Record<string, string>) => Promise<ServiceProcess>;
-  startApi: () => Promise<ServiceProcess>;
+  startWorker: (env?: Record<string, string>, opts?: { timeoutMs?: number }) => Promise<ServiceProcess>;
+  startApi: (opts?: { timeoutMs?: number }) => Promise<ServiceProcess>;
   newUser: () => Promise<{ userId: string; key: string }>;
   /** POST /api/v1/app-conversations through the API process; returns the response. */
   post: (api: ServiceProcess, key: string, body: unknown) => Promise<Response>;
-  /** A start task inserted and enqueued directly, as the API does. */
+  /** A conversation started directly, as the API starts it (the start task and its job). */
   enqueueDirect: (userId: string, request: StartRequest) => Promise<string>;
   /** Polls the task until READY or ERROR, remembering every status it was seen in, in order. */
   waitForTask: (taskId: string, timeoutMs?: number) => Promise<{ task: StartTask; seen: StartTaskStatus[] }>;
-  /** Runs a command in a container (as the sandbox user) through the Docker CLI-free API. */
-  execIn: (containerName: string, script: string) => Promise<{ exitCode: number; output: string }>;
-  containers: () => Promise<Awaited<ReturnType<typeof containersOfNamespace>>>;
+  /** Runs a command in a sandbox (by ref or name, as the sandbox user); stdout and stderr as they came. */
+  execIn: (sandbox: string, script: string) => Promise<{ exitCode: number; output: string }>;
+  /** Every sandbox of this file's namespace, in any state. */
+  sandboxes: () => Promise<SandboxInfo[]>;
+  /**
+   * Starts watching the janitor; `after(n)` resolves once `n` sweeps that began after this call
+   * have completed: every janitor had its chance to act on what the test set up before it.
+   */
+  watchJanitor: () => Promise<{ after: (n: number, timeoutMs?: number) => Promise<void> }>;
   close: () => Promise<void>;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The id as the database writes it (the API answers with 32 hex characters). */
 export const uuidOf = (hex: string): string =>
   hex.includes("-") ? hex : hex.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, "$1-$2-$3-$4-$5");
 
 export const createStartHarness = async (): Promise<StartHarness> => {
-  const docker = testDocker();
-  const network = await ensureTestSandboxNetwork(docker);
+  const driver = testSandboxDriver();
+  const { hostAddress } = await prepareTestSandboxes(driver);
+  // The workers' engine: their janitor sweeps on its own queue (affinity).
+  const { engineId } = await driver.prepare();
   const database = await createTestDatabase();
   const prefix = createRedisPrefix();
   const redis = createRedis(testRedisUrl(), "worker");
   const queues = createQueues(redis, prefix);
+  // A producer refuses to add jobs until its connection is ready (startConversation fails fast).
+  await redis.ping();
   const gitToken = `tok_${randomBytes(12).toString("hex")}`;
-  const git = await startGitServer({ host: network.gateway, token: gitToken });
+  const git = await startGitServer({ host: hostAddress, token: gitToken });
   const processes: ServiceProcess[] = [];
   const tasks = startTasksRepository(database.db);
+  const logger = createLogger("worker-test", "silent");
 
   const baseEnv = (): Record<string, string> => ({
     DATABASE_URL: database.url,
@@ -75,6 +98,8 @@ export const createStartHarness = async (): Promise<StartHarness> => {
     SANDBOX_MEMORY_MB: "512",
     GIT_BASE_URL: git.url,
     GIT_TOKEN: gitToken,
+    // One team's deployment: the server's token serves every user (no user brings their own here).
+    GIT_TOKEN_SHARED: "true",
     WORKER_LOCK_DURATION_MS: "3000",
     WORKER_STALLED_INTERVAL_MS: "1000",
     WORKER_SHUTDOWN_GRACE_MS: "5000",
@@ -90,23 +115,34 @@ export const createStartHarness = async (): Promise<StartHarness> => {
     prefix,
     redis,
     queues,
+    engineId,
     git,
     gitToken,
-    async startWorker(env = {}) {
-      const p = await startService("worker", { ...baseEnv(), ...env });
+    async startWorker(env = {}, opts = {}) {
+      const p = await startService("worker", { ...baseEnv(), ...env }, opts);
       processes.push(p);
       return p;
     },
-    async startApi() {
-      const p = await startService("api", {
-        DATABASE_URL: database.url,
-        REDIS_URL: testRedisUrl(),
-        REDIS_PREFIX: prefix,
-      });
+    async startApi(opts = {}) {
+      const p = await startService(
+        "api",
+        {
+          DATABASE_URL: database.url,
+          REDIS_URL: testRedisUrl(),
+          REDIS_PREFIX: prefix,
+          // Bursts of starts by one user: the tenancy limits are the API tests' to prove.
+          ...tenancyLimitsOff,
+        },
+        opts,
+      );
       processes.push(p);
       return p;
     },
-    newUser: () => createUserWithKey(database.db, { name: "worker-test" }),
+    newUser: () =>
+      createUserWithKey(
+        { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
+        { name: "worker-test" },
+      ),
     post: (api, key, body) =>
       fetch(`${api.url}/api/v1/app-conversations`, {
         method: "POST",
@@ -114,50 +150,63 @@ export const createStartHarness = async (): Promise<StartHarness> => {
         body: JSON.stringify(body),
       }),
     async enqueueDirect(userId, request) {
-      const task = await tasks.create(userId, request);
-      await queues.start.add("start", { taskId: task.id }, { ...startJobOptions, jobId: task.id });
+      const task = await startConversation({ db: database.db, queues, redis, logger }, userId, request);
       return task.id;
     },
     async waitForTask(taskId, timeoutMs = 60_000) {
       const id = uuidOf(taskId);
       const seen: StartTaskStatus[] = [];
       const started = Date.now();
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const task = await tasks.get(id);
-        if (!task) throw new Error(`task ${id} not found`);
-        if (seen[seen.length - 1] !== task.status) seen.push(task.status);
-        if (task.status === "READY" || task.status === "ERROR") {
-          if (process.env.TERN_TEST_DEBUG) console.info("waitForTask", id, Date.now() - started, "ms", seen.join(">"));
-          return { task, seen };
-        }
-        if (Date.now() > deadline)
-          throw new Error(`task ${toHexId(id)} still ${task.status} (seen ${seen.join(" > ")})`);
-        await sleep(20);
-      }
+      const task = await waitFor(
+        async () => {
+          const t = await tasks.get(id);
+          if (!t) throw new Error(`task ${id} not found`);
+          if (seen[seen.length - 1] !== t.status) seen.push(t.status);
+          return (t.status === "READY" || t.status === "ERROR") && t;
+        },
+        {
+          what: `task ${toHexId(id)} to end READY or ERROR`,
+          timeoutMs,
+          intervalMs: 20,
+          detail: () => `seen ${seen.join(" > ")}`,
+        },
+      );
+      if (process.env.TERN_TEST_DEBUG) console.info("waitForTask", id, Date.now() - started, "ms", seen.join(">"));
+      return { task, seen };
     },
-    async execIn(containerName, script) {
-      const exec = await docker.getContainer(containerName).exec({
-        Cmd: ["bash", "-c", script],
-        AttachStdout: true,
-        AttachStderr: true,
+    async execIn(sandbox, script) {
+      let output = "";
+      const r = await driver.exec(sandbox, { cmd: ["bash", "-c", script], onOutput: (chunk) => (output += chunk) });
+      return { exitCode: r.exitCode ?? -1, output };
+    },
+    sandboxes: () => sandboxesOfNamespace(prefix, driver),
+    async watchJanitor() {
+      // Each sweep publishes its beginning and end (janitor-schedule.ts): the schedule is the
+      // workers' own, so there is no job to watch.
+      const subscriber = createRedis(testRedisUrl(), "worker");
+      await subscriber.subscribe(janitorEventsChannel(prefix));
+      // Only sweeps seen to begin from now on count. One that began unseen (before the subscription)
+      // is not counted: the wait can only get longer, never end too early.
+      const begun = new Set<string>();
+      let completed = 0;
+      subscriber.on("message", (_channel, message: string) => {
+        const { phase, runId } = JSON.parse(message) as { phase: string; runId: string };
+        if (phase === "begin") begun.add(runId);
+        else if (phase === "end" && begun.has(runId)) completed++;
       });
-      const stream = await exec.start({});
-      const chunks: Buffer[] = [];
-      const out = { write: (c: Buffer) => chunks.push(c) } as unknown as NodeJS.WritableStream;
-      docker.modem.demuxStream(stream, out, out);
-      await new Promise((resolve) => stream.on("end", resolve));
-      let info = await exec.inspect();
-      while (info.Running) {
-        await sleep(10);
-        info = await exec.inspect();
-      }
-      return { exitCode: info.ExitCode ?? -1, output: Buffer.concat(chunks).toString("utf8") };
+      return {
+        async after(n, timeoutMs = 30_000) {
+          try {
+            await waitFor(() => completed >= n, { what: `${n} janitor sweep(s) to complete`, timeoutMs });
+          } finally {
+            subscriber.disconnect();
+          }
+        },
+      };
     },
-    containers: () => containersOfNamespace(prefix, docker),
     async close() {
       await Promise.all(processes.map((p) => p.stop().catch(() => undefined)));
-      await removeContainersOfNamespace(prefix, docker);
+      await removeSandboxesOfNamespace(prefix, driver);
       await queues.close().catch(() => undefined);
       redis.disconnect();
       await git.close();
@@ -168,17 +217,8 @@ export const createStartHarness = async (): Promise<StartHarness> => {
   return harness;
 };
 
-/** Every stage a start with a repository goes through, in order. */
-export const allStages: StartTaskStatus[] = [
-  "WORKING",
-  "WAITING_FOR_SANDBOX",
-  "PREPARING_REPOSITORY",
-  "RUNNING_SETUP_SCRIPT",
-  "SETTING_UP_GIT_HOOKS",
-  "SETTING_UP_SKILLS",
-  "STARTING_CONVERSATION",
-  "READY",
-];
+/** Every stage a start with a repository goes through, in order: core's list, which is in stage order. */
+export const allStages: StartTaskStatus[] = startTaskStatuses.filter((s) => s !== "ERROR");
 
 /** True when `seen` is `all` with some entries skipped (polling misses short stages), order kept. */
 export const isInOrder = (seen: string[], all: string[]): boolean => {

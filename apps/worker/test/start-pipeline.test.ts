@@ -1,6 +1,9 @@
 import { toHexId } from "@tern/core";
 import { conversationsRepository, eventsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
-import { type ServiceProcess, testDocker, testSandboxNetworkName } from "@tern/testing";
+import { enqueue } from "@tern/queue";
+import { dockerEngineFromEnv } from "@tern/sandbox";
+import { createDockerProbe } from "@tern/sandbox/docker";
+import { type ServiceProcess, testSandboxNetworkName, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allStages, createStartHarness, isInOrder, type StartHarness, uuidOf } from "./start-harness.ts";
 
@@ -17,6 +20,9 @@ echo "built" > setup-output.txt
 printf '#!/bin/sh\\necho local-hook-ran > "$(git rev-parse --show-toplevel)/.local-hook-ran"\\n' > .git/hooks/pre-commit
 chmod +x .git/hooks/pre-commit
 sleep 0.5
+# Left behind, as a hostile script would leave a watcher: ended before the agent starts.
+sleep 1000 &
+( setsid sleep 1001 >/dev/null 2>&1 & )
 echo "setup done"
 `;
 
@@ -50,7 +56,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.close();
   // Nothing of this file's namespace survives it.
-  expect(await h.containers()).toEqual([]);
+  expect(await h.sandboxes()).toEqual([]);
 });
 
 describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
@@ -74,21 +80,22 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
 
     // The task, its sandbox row and the container agree.
     const sandbox = await sandboxesRepository(h.database.db).findByTask(task.id);
-    expect(sandbox).toMatchObject({ status: "RUNNING", containerName: `tern-task-${toHexId(task.id)}` });
+    expect(sandbox).toMatchObject({ status: "RUNNING", name: `tern-task-${toHexId(task.id)}` });
     expect(task.sandboxId).toBe(sandbox?.id);
-    const containers = await h.containers();
-    expect(containers.map((c) => c.Names[0])).toEqual([`/${sandbox?.containerName}`]);
-    expect(containers[0]?.Labels).toMatchObject({
+    const containers = await h.sandboxes();
+    expect(containers.map((c) => c.name)).toEqual([sandbox?.name]);
+    expect(containers[0]?.ref).toBe(sandbox?.ref);
+    expect(containers[0]?.labels).toMatchObject({
       "tern.sandbox": "1",
       "tern.namespace": h.prefix,
       "tern.task_id": task.id,
       "tern.conversation_id": task.appConversationId,
       "tern.sandbox_id": sandbox?.id,
     });
-    const name = sandbox!.containerName;
+    const name = sandbox!.name;
 
     // Hardened as configured: no capabilities, no privilege gain, limits, our network, no ports.
-    const inspected = await testDocker().getContainer(name).inspect();
+    const inspected = await createDockerProbe(dockerEngineFromEnv(process.env)).inspect(name);
     expect(inspected.HostConfig).toMatchObject({
       CapDrop: ["ALL"],
       SecurityOpt: ["no-new-privileges:true"],
@@ -98,7 +105,14 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
     });
     expect(inspected.HostConfig.CapAdd ?? []).toEqual([]);
     expect(inspected.HostConfig.Privileged).toBe(false);
-    expect(inspected.Config.User).toBe("agent");
+    expect(inspected.Config.User).toBe("1000:1000");
+    expect(inspected.HostConfig.Ulimits).toEqual([
+      { Name: "nofile", Soft: 4096, Hard: 4096 },
+      { Name: "nproc", Soft: 8192, Hard: 8192 },
+    ]);
+    // Nothing setup.sh left running survived it.
+    const left = await h.execIn(name, "ps -eo args= | grep -c '^sleep 100[01]$'; true");
+    expect(left.output).toBe("0\n");
     expect(inspected.NetworkSettings.Ports ?? {}).toEqual({});
     const whoami = await h.execIn(name, "id -un; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status");
     expect(whoami.output).toMatch(/^agent\nCapEff:\s+0+\nNoNewPrivs:\s+1\n$/);
@@ -155,23 +169,29 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
       ["deployer", ["deploy"], ".openhands/skills/deploy.md"],
       ["style", [], ".openhands/microagents/style.md"],
     ]);
-    const events = await eventsRepository(h.database.db).listAll(conversation!.id);
+    // The first events; the agent run the initial message started may have added its own after them.
+    const events = (await eventsRepository(h.database.db).listAll(conversation!.id)).slice(0, 2);
     expect(events.map((e) => [e.kind, e.source])).toEqual([
       ["SystemPromptEvent", "agent"],
       ["MessageEvent", "user"],
     ]);
-    const prompt = (events[0]!.payload.system_prompt as { text: string }).text;
+    const [systemPrompt] = events.filter((e) => e.kind === "SystemPromptEvent");
+    const prompt = systemPrompt!.payload.system_prompt.text;
     expect(prompt).toContain("/workspace/widgets");
     expect(prompt).toContain("Always run the tests.");
     expect(prompt).not.toContain("make deploy");
-    const tools = events[0]!.payload.tools as { function: { name: string } }[];
+    const tools = systemPrompt!.payload.tools;
     expect(tools.map((t) => t.function.name)).toEqual(expect.arrayContaining(["terminal", "file_editor", "finish"]));
     expect(events[1]?.payload).toEqual({
       llm_message: { role: "user", content: [{ type: "text", text: "please deploy it" }] },
       activated_skills: ["deployer"],
     });
-    // run: false asks for no agent run.
-    expect(await h.queues.agentRun.getJobCountByTypes("waiting", "active", "completed", "failed", "delayed")).toBe(0);
+    // As in OpenHands, the initial message starts the agent whatever its `run` says (here false);
+    // the run is on the queue of the engine that holds the sandbox.
+    const runs = await h.queues
+      .forEngine(h.engineId)
+      .agentRun.getJobs(["waiting", "active", "completed", "failed", "delayed"]);
+    expect(runs.map((j) => j.data.conversationId)).toEqual([conversation!.id]);
 
     // The API reads the same conversation.
     const got = await fetch(`${api.url}/api/v1/app-conversations?ids=${toHexId(conversation!.id)}`, {
@@ -195,12 +215,16 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
     expect(conversation?.skills).toEqual([]);
     const sandbox = await sandboxesRepository(h.database.db).findByTask(task.id);
     const ws = await h.execIn(
-      sandbox!.containerName,
+      sandbox!.name,
       "cd /workspace/project && git rev-parse --is-inside-work-tree && ls -A | tr '\\n' ' '",
     );
     expect(ws.output).toBe("true\n.git ");
-    const runs = await h.queues.agentRun.getJobs(["waiting", "active", "completed", "failed", "delayed"]);
-    expect(runs.map((j) => j.data.conversationId)).toEqual([conversation!.id]);
+    // One run for this conversation (the first test's start, run: false, asked for one too), on the
+    // queue of the engine that holds the sandbox.
+    const runs = await h.queues
+      .forEngine(h.engineId)
+      .agentRun.getJobs(["waiting", "active", "completed", "failed", "delayed"]);
+    expect(runs.filter((j) => j.data.conversationId === conversation!.id)).toHaveLength(1);
   });
 
   it("answers a second delivery of a finished start job with no second container or conversation", async () => {
@@ -209,15 +233,22 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
     const first = await h.waitForTask(taskId);
     expect(first.task.status).toBe("READY");
     // The same task delivered again (a new job for it): claim refuses, nothing is made twice.
-    await h.queues.start.add("start", { taskId }, { jobId: `${taskId}-again` });
-    await new Promise((r) => setTimeout(r, 1500));
+    const again = await enqueue(h.queues, "conversation.start", { taskId }, { jobId: `${taskId}-again` });
+    // The second delivery has run to its end: whatever it would make twice, it has made by now.
+    await waitFor(
+      async () => {
+        const state = await h.queues.start.getJobState(again);
+        return state === "completed" || state === "failed";
+      },
+      { what: "the second delivery to be processed" },
+    );
     const rows = await h.database.db
       .selectFrom("conversations")
       .select("id")
       .where("start_task_id", "=", taskId)
       .execute();
     expect(rows).toHaveLength(1);
-    const named = (await h.containers()).filter((c) => c.Labels["tern.task_id"] === uuidOf(taskId));
+    const named = (await h.sandboxes()).filter((c) => c.labels["tern.task_id"] === uuidOf(taskId));
     expect(named).toHaveLength(1);
     expect((await startTasksRepository(h.database.db).get(taskId))?.status).toBe("READY");
   });

@@ -1,14 +1,13 @@
 import { sandboxesRepository } from "@tern/db";
 import { PoolOwnerLabel, SandboxLabel } from "@tern/sandbox";
-import type { ServiceProcess } from "@tern/testing";
+import { type ServiceProcess, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness } from "./start-harness.ts";
 
 let h: StartHarness;
 let worker: ServiceProcess;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const warm = async () => (await h.containers()).filter((c) => c.Labels[SandboxLabel.Pool] === "1");
+const warm = async () => (await h.sandboxes()).filter((c) => c.labels[SandboxLabel.Pool] === "1");
 
 beforeAll(async () => {
   h = await createStartHarness();
@@ -17,7 +16,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await h?.close();
-  expect(await h.containers()).toEqual([]);
+  expect(await h.sandboxes()).toEqual([]);
 });
 
 describe("with a warm pool", () => {
@@ -26,33 +25,36 @@ describe("with a warm pool", () => {
     // A container may still be starting (exec refused) when listed, so a refusal counts as "not yet".
     const warmedUp = async (name: string) =>
       (await h.execIn(name, "test -d /workspace/project/.git").catch(() => ({ exitCode: -1 }))).exitCode === 0;
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const ready = (await warm()).filter((c) => c.State === "running");
-      const done = await Promise.all(ready.map((c) => warmedUp(c.Names[0]?.slice(1) ?? "")));
-      if ((ready.length >= 2 && done.every(Boolean)) || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    expect((await warm()).map((c) => c.Labels[PoolOwnerLabel])).toEqual(["pooled", "pooled"]);
+    await waitFor(
+      async () => {
+        const ready = (await warm()).filter((c) => c.state === "running");
+        const done = await Promise.all(ready.map((c) => warmedUp(c.name)));
+        return ready.length >= 2 && done.every(Boolean);
+      },
+      { what: "two warmed-up sandboxes", intervalMs: 100 },
+    );
+    expect((await warm()).map((c) => c.labels[PoolOwnerLabel])).toEqual(["pooled", "pooled"]);
 
     const { userId } = await h.newUser();
     const taskId = await h.enqueueDirect(userId, {});
     const { task } = await h.waitForTask(taskId);
+    const janitor = await h.watchJanitor();
     expect(task.status).toBe("READY");
     const sandbox = await sandboxesRepository(h.database.db).findByTask(task.id);
-    expect(sandbox?.containerName).toMatch(/^tern-pool-/);
+    expect(sandbox?.name).toMatch(/^tern-pool-/);
     expect(sandbox?.status).toBe("RUNNING");
-    const used = (await h.containers()).find((c) => c.Names[0] === `/${sandbox?.containerName}`);
-    expect(used?.State).toBe("running");
+    const used = (await h.sandboxes()).find((c) => c.name === sandbox?.name);
+    expect(used?.state).toBe("running");
 
-    // Several janitor rounds later, the claimed container (its conversation lives) and the warm ones remain.
-    await sleep(2500);
-    const names = (await h.containers()).map((c) => c.Names[0]);
-    expect(names).toContain(`/${sandbox?.containerName}`);
+    // Two janitor sweeps begun after the claim later, the claimed sandbox (its conversation lives)
+    // and the warm ones remain.
+    await janitor.after(2);
+    const names = (await h.sandboxes()).map((c) => c.name);
+    expect(names).toContain(sandbox?.name);
     expect((await warm()).length).toBeGreaterThanOrEqual(2);
 
     expect(await worker.stop()).toBe(0);
     // Only the claimed one is left: the pool removed its unclaimed containers on the way out.
-    expect((await h.containers()).map((c) => c.Names[0])).toEqual([`/${sandbox?.containerName}`]);
+    expect((await h.sandboxes()).map((c) => c.name)).toEqual([sandbox?.name]);
   });
 });

@@ -1,18 +1,21 @@
 import { createLogger } from "@tern/core";
 import { startTasksRepository, usersRepository } from "@tern/db";
-import { createQueues, createRedis, startJobOptions } from "@tern/queue";
-import { createDockerDriver, type SandboxDriver } from "@tern/sandbox";
+import { createQueues, createRedis } from "@tern/queue";
+import type { SandboxDriver } from "@tern/sandbox";
+import { startConversation } from "@tern/services";
 import {
-  containersOfNamespace,
   createRedisPrefix,
   createTestDatabase,
   deleteRedisPrefix,
-  ensureTestSandboxNetwork,
-  removeContainersOfNamespace,
+  prepareTestSandboxes,
+  removeSandboxesOfNamespace,
+  sandboxesOfNamespace,
   type TestDatabase,
-  testDocker,
   testRedisUrl,
+  testSandboxDriver,
   testSandboxNetworkName,
+  testSecretBox,
+  waitFor,
 } from "@tern/testing";
 import type { Worker } from "bullmq";
 import type { Redis } from "ioredis";
@@ -21,7 +24,7 @@ import { loadWorkerConfig } from "../src/config.ts";
 import type { WorkerDeps } from "../src/deps.ts";
 import { startWorkers } from "../src/workers.ts";
 
-// In-process worker with a Docker driver that fails on demand: passing faults are retried.
+// In-process worker with a sandbox driver that fails on demand: passing faults are retried.
 let database: TestDatabase;
 let redis: Redis;
 let prefix: string;
@@ -30,11 +33,13 @@ let deps: WorkerDeps;
 const faults = { createFailures: 0, failInit: false };
 
 beforeAll(async () => {
-  await ensureTestSandboxNetwork();
   database = await createTestDatabase();
   prefix = createRedisPrefix();
   redis = createRedis(testRedisUrl(), "worker");
-  const real = createDockerDriver(testDocker());
+  // A producer refuses to add jobs until its connection is ready (startConversation fails fast).
+  await redis.ping();
+  const real = testSandboxDriver();
+  await prepareTestSandboxes(real);
   const flaky: SandboxDriver = {
     ...real,
     async create(spec) {
@@ -63,8 +68,10 @@ beforeAll(async () => {
     redis,
     queues: createQueues(redis, prefix),
     sandboxes: flaky,
+    engineId: null,
     pool: null,
     logger: createLogger("worker-test", "silent"),
+    secretBox: testSecretBox(),
   };
   workers = startWorkers(deps);
 });
@@ -72,8 +79,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.close()));
   await deps.queues.close();
-  await removeContainersOfNamespace(prefix);
-  expect(await containersOfNamespace(prefix)).toEqual([]);
+  await removeSandboxesOfNamespace(prefix);
+  expect(await sandboxesOfNamespace(prefix)).toEqual([]);
   redis.disconnect();
   await deleteRedisPrefix(prefix);
   await database.drop();
@@ -81,20 +88,18 @@ afterAll(async () => {
 
 const start = async (): Promise<string> => {
   const user = await usersRepository(database.db).create();
-  const task = await startTasksRepository(database.db).create(user.id, {});
-  await deps.queues.start.add("start", { taskId: task.id }, { ...startJobOptions, jobId: task.id });
+  const task = await startConversation(deps, user.id, {});
   return task.id;
 };
 
-const finished = async (id: string, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const task = await startTasksRepository(database.db).get(id);
-    if (task?.status === "READY" || task?.status === "ERROR") return task;
-    if (Date.now() > deadline) throw new Error(`task still ${task?.status}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
+const finished = (id: string, timeoutMs = 30_000) =>
+  waitFor(
+    async () => {
+      const task = await startTasksRepository(database.db).get(id);
+      return (task?.status === "READY" || task?.status === "ERROR") && task;
+    },
+    { what: `task ${id} to end READY or ERROR`, timeoutMs },
+  );
 
 describe("passing faults", () => {
   it("are retried with backoff, and the start still ends READY (a later attempt owns it)", async () => {
@@ -115,8 +120,8 @@ describe("passing faults", () => {
       );
       expect(task.attempt).toBe(5);
       // Removed before the task said ERROR.
-      const left = await containersOfNamespace(prefix);
-      expect(left.filter((c) => c.Labels["tern.task_id"] === id)).toEqual([]);
+      const left = await sandboxesOfNamespace(prefix);
+      expect(left.filter((c) => c.labels["tern.task_id"] === id)).toEqual([]);
     } finally {
       faults.failInit = false;
     }

@@ -1,5 +1,6 @@
 import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { PoolOwnerLabel, SandboxLabel } from "@tern/sandbox";
+import { waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workerAliveKey } from "../src/liveness.ts";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
@@ -14,17 +15,9 @@ afterAll(async () => {
   await h?.close();
 });
 
-const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
-
 /** Warm and ready to claim: running, and the pool's warm-up (the empty workspace) done. */
 const warmReady = async (owner: string, n: number): Promise<boolean> => {
-  const running = (await poolOf(owner)).filter((c) => c.State === "running");
+  const running = (await poolOf(owner)).filter((c) => c.state === "running");
   if (running.length !== n) return false;
   for (const c of running) {
     if ((await h.execIn(nameOf(c), "test -d /workspace/project/.git")).exitCode !== 0) return false;
@@ -34,9 +27,9 @@ const warmReady = async (owner: string, n: number): Promise<boolean> => {
 
 /** Containers of one worker's pool (claimed or not: Docker cannot relabel a running container). */
 const poolOf = async (owner: string) =>
-  (await h.containers()).filter((c) => c.Labels[SandboxLabel.Pool] === "1" && c.Labels[PoolOwnerLabel] === owner);
+  (await h.sandboxes()).filter((c) => c.labels[SandboxLabel.Pool] === "1" && c.labels[PoolOwnerLabel] === owner);
 
-const nameOf = (c: { Names: string[] }) => (c.Names[0] ?? "").replace(/^\//, "");
+const nameOf = (c: { name: string }) => c.name;
 
 /** The container a READY task runs in, from its sandboxes row. */
 const containerOfTask = async (taskId: string): Promise<string> => {
@@ -44,14 +37,14 @@ const containerOfTask = async (taskId: string): Promise<string> => {
   expect(task?.status).toBe("READY");
   const row = await sandboxesRepository(h.database.db).findByTask(uuidOf(taskId));
   expect(row?.id).toBe(task?.sandboxId);
-  return row?.containerName ?? "";
+  return row?.name ?? "";
 };
 
 describe("warm sandbox pool in the worker", () => {
   it("starts take warm containers, one each, recorded for their task; the pool refills; shutdown removes only the unclaimed", async () => {
     const { userId } = await h.newUser();
     const worker = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w1" });
-    await until("two warm containers", () => warmReady("pool-w1", 2));
+    await waitFor(() => warmReady("pool-w1", 2), { what: "two warm containers", intervalMs: 100 });
     const warm = new Set((await poolOf("pool-w1")).map(nameOf));
 
     const a = await h.enqueueDirect(userId, { title: "a" });
@@ -70,7 +63,7 @@ describe("warm sandbox pool in the worker", () => {
     );
 
     // Refilled in the background with new containers.
-    await until("the pool refilled", async () => (await poolOf("pool-w1")).length === 4);
+    await waitFor(async () => (await poolOf("pool-w1")).length === 4, { what: "the pool refilled", intervalMs: 100 });
     const refills = (await poolOf("pool-w1")).map(nameOf).filter((n) => !warm.has(n));
     expect(refills).toHaveLength(2);
 
@@ -85,11 +78,11 @@ describe("warm sandbox pool in the worker", () => {
   }, async () => {
     const { userId } = await h.newUser();
     const crashing = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w2" });
-    await until("two warm containers", () => warmReady("pool-w2", 2));
+    await waitFor(() => warmReady("pool-w2", 2), { what: "two warm containers", intervalMs: 100 });
     const task = await h.enqueueDirect(userId, { title: "claimed" });
     expect((await h.waitForTask(task)).task.status).toBe("READY");
     const claimed = await containerOfTask(task);
-    await until("the pool refilled", async () => (await poolOf("pool-w2")).length === 3);
+    await waitFor(async () => (await poolOf("pool-w2")).length === 3, { what: "the pool refilled", intervalMs: 100 });
 
     await crashing.kill();
     // Nothing handed back: the warm containers are still there.
@@ -99,11 +92,11 @@ describe("warm sandbox pool in the worker", () => {
 
     // The janitor gives a warm container of a worker that is gone a grace period (60 s from its creation).
     await h.startWorker({ SANDBOX_POOL_SIZE: "0", WORKER_ID: "pool-janitor", JANITOR_INTERVAL_MS: "2000" });
-    await until(
-      "the dead worker's warm containers removed",
-      async () => (await poolOf("pool-w2")).length === 1,
-      150_000,
-    );
+    await waitFor(async () => (await poolOf("pool-w2")).length === 1, {
+      what: "the dead worker's warm containers removed",
+      timeoutMs: 150_000,
+      intervalMs: 100,
+    });
     expect((await poolOf("pool-w2")).map(nameOf)).toEqual([claimed]);
   });
 });

@@ -1,44 +1,62 @@
-import { newId } from "@tern/core";
+import { metrics, newId } from "@tern/core";
 import { sandboxesRepository, startTasksRepository } from "@tern/db";
-import { SandboxLabel, type SandboxSpec } from "@tern/sandbox";
+import { SandboxLabel, type SandboxRef, type SandboxSpec } from "@tern/sandbox";
+import { sandboxLimitsOf } from "../config.ts";
 import {
   type AcquiredSandbox,
-  containerNameForTask,
   conversationIdForTask,
   LostOwnership,
   type StartContext,
+  sandboxNameForTask,
 } from "./context.ts";
 
-/** WAITING_FOR_SANDBOX: the task's container, adopted when an earlier attempt made it, else warm or new. */
-export const acquireSandbox = async (ctx: StartContext): Promise<AcquiredSandbox> => {
+/** WAITING_FOR_SANDBOX: the task's sandbox, adopted when an earlier attempt made it, else warm or new. */
+export const acquireSandbox = async (
+  ctx: StartContext,
+  /** A fresh sandbox's own name (startOverIfRepositoryCodeRan); otherwise the task's. */
+  name: string = sandboxNameForTask(ctx.task.id),
+): Promise<AcquiredSandbox> => {
   const { deps, task } = ctx;
   const { config } = deps;
   const sandboxes = sandboxesRepository(deps.db);
 
-  let row: { id: string; containerName: string } | null = await sandboxes.findByTask(task.id);
-  let containerId: string | null = null;
+  const found = await sandboxes.findByTask(task.id);
+  let row: { id: string; name: string } | null = found;
+  if (found && found.engineId !== deps.engineId) {
+    // An earlier attempt made the sandbox on another engine (its worker died and this one took the
+    // job over): this worker cannot reach it, so the start makes it again here, every stage anew.
+    // The row says where it is now; the other engine's janitor removes the container left there.
+    await sandboxes.update(found.id, { engineId: deps.engineId, ref: null, status: "STARTING" });
+    ctx.log.warn(
+      { sandbox: found.name, from_engine: found.engineId, engine_id: deps.engineId },
+      "the start's sandbox was on another engine; making it again on this one",
+    );
+  }
+  let ref: SandboxRef | null = null;
   let emptyWorkspaceReady = false;
   if (!row && deps.pool) {
     // The pool's onClaim records the sandboxes row (this id, this task) before the claim returns.
     const sandboxId = newId();
     const warm = await deps.pool.claim({ taskId: task.id, sandboxId });
+    metrics.poolClaims.inc({ result: warm ? "hit" : "miss" });
     if (warm) {
-      containerId = warm.id;
+      ref = warm.ref;
       emptyWorkspaceReady = true;
       // Already recorded by onClaim: no second write.
-      row = { id: sandboxId, containerName: warm.name };
-      ctx.log.info({ container: warm.name }, "took a warm sandbox");
+      row = { id: sandboxId, name: warm.name };
+      ctx.log.info({ sandbox: warm.name }, "took a warm sandbox");
     }
   }
   row ??= await sandboxes.upsert({
-    containerName: containerNameForTask(task.id),
+    name,
     image: config.SANDBOX_IMAGE,
     startTaskId: task.id,
     status: "STARTING",
+    engineId: deps.engineId,
   });
-  if (!containerId) {
+  if (!ref) {
     const spec: SandboxSpec = {
-      name: row.containerName,
+      name: row.name,
       image: config.SANDBOX_IMAGE,
       labels: {
         [SandboxLabel.Marker]: "1",
@@ -46,14 +64,14 @@ export const acquireSandbox = async (ctx: StartContext): Promise<AcquiredSandbox
         [SandboxLabel.SandboxId]: row.id,
         [SandboxLabel.TaskId]: task.id,
         [SandboxLabel.ConversationId]: conversationIdForTask(task.id),
+        ...(deps.engineId ? { [SandboxLabel.Engine]: deps.engineId } : {}),
       },
-      limits: { memoryMb: config.SANDBOX_MEMORY_MB, cpus: config.SANDBOX_CPUS, pids: config.SANDBOX_PIDS_LIMIT },
-      network: config.SANDBOX_NETWORK,
+      limits: sandboxLimitsOf(config),
     };
     const info = await deps.sandboxes.create(spec);
-    containerId = info.id;
+    ref = info.ref;
   }
-  await sandboxes.update(row.id, { status: "RUNNING", containerId });
+  await sandboxes.update(row.id, { status: "RUNNING", ref });
   if (!(await startTasksRepository(deps.db).setSandbox(task.id, ctx.attempt, row.id))) throw new LostOwnership(task.id);
-  return { sandboxId: row.id, containerId, containerName: row.containerName, emptyWorkspaceReady };
+  return { sandboxId: row.id, ref, name: row.name, emptyWorkspaceReady };
 };

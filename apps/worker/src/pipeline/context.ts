@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { type Logger, type StartTask, toHexId } from "@tern/core";
-import type { ExecOptions, ExecResult } from "@tern/sandbox";
+import { type Logger, RepositoryFaultError, type StartTask, toHexId } from "@tern/core";
+import type { ExecOptions, ExecResult, SandboxRef } from "@tern/sandbox";
 import type { WorkerDeps } from "../deps.ts";
 import type { RepositorySpec } from "./repository-spec.ts";
 
@@ -16,9 +16,10 @@ export interface StartContext {
 export interface AcquiredSandbox {
   /** The sandboxes row. */
   sandboxId: string;
-  containerId: string;
-  containerName: string;
-  /** A warm pool container: its empty workspace was made ahead (the pool's `prepare`, emptyWorkspaceWarmUp). */
+  /** The driver's reference: what every stage runs its commands in. */
+  ref: SandboxRef;
+  name: string;
+  /** A warm pool sandbox: its empty workspace was made ahead (the pool's `prepare`, emptyWorkspaceWarmUp). */
   emptyWorkspaceReady?: boolean;
 }
 
@@ -32,11 +33,11 @@ export interface Workspace {
   hasSkills?: boolean;
 }
 
-/** Fixed per task, so a second attempt finds (adopts) the container of the first. */
-export const containerNameForTask = (taskId: string): string => `tern-task-${toHexId(taskId)}`;
+/** Fixed per task, so a second attempt finds (adopts) the sandbox of the first. */
+export const sandboxNameForTask = (taskId: string): string => `tern-task-${toHexId(taskId)}`;
 
 /**
- * Fixed per task too: the container carries it as a label from its creation on, and a re-run
+ * Fixed per task too: the sandbox carries it as a label from its creation on, and a re-run
  * of the last stage finds the conversation it already made.
  */
 export const conversationIdForTask = (taskId: string): string => {
@@ -61,16 +62,23 @@ export const lastLines = (text: string, n = 5, maxChars = 600): string => {
   return tail.length > maxChars ? `…${tail.slice(-maxChars)}` : tail;
 };
 
-/** Runs a command that must succeed; any failure is a passing fault (retried), not the user's. */
+/**
+ * Runs a command that must succeed. Whose fault a non-zero exit is depends on what ran before it:
+ * before any repository code, a passing fault (retried); once the repository's code has run (its
+ * setup script, then its hooks and skills), the repository's (ERROR at once: a retry would run
+ * earlier stages again in a container that code controls). An engine error throws as it is.
+ */
 export const execChecked = async (
   ctx: StartContext,
-  containerId: string,
+  sandbox: SandboxRef,
   opts: ExecOptions,
   what: string,
+  onFailure: "retry" | "repository_fault" = "retry",
 ): Promise<ExecResult> => {
-  const r = await ctx.deps.sandboxes.exec(containerId, opts);
+  const r = await ctx.deps.sandboxes.exec(sandbox, opts);
   if (r.exitCode !== 0) {
-    throw new Error(`${what} failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr || r.stdout, 3)}`);
+    const message = `${what} failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr || r.stdout, 3)}`;
+    throw onFailure === "repository_fault" ? new RepositoryFaultError(message) : new Error(message);
   }
   return r;
 };

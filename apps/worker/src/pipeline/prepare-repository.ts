@@ -1,29 +1,24 @@
-import { AppError } from "@tern/core";
 import type { ExecOptions } from "@tern/sandbox";
-import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
-import { cloneUrlOf, gitAuthEnv, type RepositorySpec, repositorySpecOf } from "./repository-spec.ts";
+import { cloneIntoSandbox } from "../git/clone.ts";
+import { resolveGitAccess } from "../git/git-access.ts";
+import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
+import { repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
 import { skillGlobs } from "./skills.ts";
 
 const EMPTY_WORKSPACE = "/workspace/project";
-const CLONE_TIMEOUT_MS = 10 * 60_000;
+const WORKSPACE_ROOT = "/workspace";
 
 /**
- * Clones into a fresh directory next to the workspace and moves it in place only once complete,
- * so a clone cut short (its worker died) is never mistaken for a finished one by the next attempt.
+ * Moves the tree the worker unpacked (under a name of its own) into place only once complete, so a
+ * tree cut short (its worker died) is never mistaken for a finished one by the next attempt.
  * Arguments arrive as positional parameters: nothing from the request is spliced into the script.
  */
-const CLONE_SCRIPT = `
+const PLACE_SCRIPT = `
 set -u
-url="$1"; dest="$2"; branch="$3"
-if [ -d "$dest/.git" ]; then echo "already cloned"; exit 0; fi
-tmp=$(mktemp -d "$(dirname "$dest")/.clone-XXXXXX")
-if [ -n "$branch" ]; then
-  git clone --quiet --depth 1 --single-branch --branch "$branch" -- "$url" "$tmp" || { rc=$?; rm -rf "$tmp"; exit $rc; }
-else
-  git clone --quiet --depth 1 --single-branch -- "$url" "$tmp" || { rc=$?; rm -rf "$tmp"; exit $rc; }
-fi
-if ! mv -T "$tmp" "$dest" 2>/dev/null; then rm -rf "$tmp"; [ -d "$dest/.git" ] || exit 1; fi
+src="$1"; dest="$2"
+if [ -d "$dest/.git" ]; then rm -rf "$src"; echo "already cloned"; exit 0; fi
+if ! mv -T "$src" "$dest" 2>/dev/null; then rm -rf "$src"; [ -d "$dest/.git" ] || exit 1; fi
 `;
 
 /** The agent's commits need an identity; set per repository, never with credentials. */
@@ -47,11 +42,11 @@ const HAS_PRE_COMMIT = "tern: the repository has a pre-commit script";
 const HAS_SKILLS = "tern: the repository has skills";
 
 /**
- * The clone, the identity, and whether there is a pre-commit script or skills to read, in one exec (each
- * exec costs tens of ms of the engine's time): the clone runs in a subshell, so its early exit
- * ("already cloned") ends only that part.
+ * The tree in place, the identity, and whether there is a pre-commit script or skills to read, in one
+ * exec (each exec costs tens of ms of the engine's time): the move runs in a subshell, so its early
+ * exit ("already cloned") ends only that part.
  */
-const CLONE_THEN_IDENTITY_SCRIPT = `( ${CLONE_SCRIPT} ) || exit $?
+const PLACE_THEN_IDENTITY_SCRIPT = `( ${PLACE_SCRIPT} ) || exit $?
 set -- "$2"
 ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
@@ -59,20 +54,6 @@ cd "$1" || exit 1
 if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
 for f in ${skillGlobs.join(" ")}; do if [ -f "$f" ]; then echo "${HAS_SKILLS}"; break; fi; done
 exit 0`;
-
-/** Git's words for the faults that are the user's to fix; anything else is worth retrying. */
-const cloneFailure = (spec: RepositorySpec, output: string): Error => {
-  if (/Remote branch .* not found|couldn't find remote ref/i.test(output)) {
-    return new AppError("not_found", `branch '${spec.branch}' not found in ${spec.fullName}`);
-  }
-  if (/repository '.*' not found|Repository not found|returned error: 404/i.test(output)) {
-    return new AppError("not_found", `repository ${spec.fullName} not found`);
-  }
-  if (/Authentication failed|could not read Username|returned error: 40[13]|terminal prompts disabled/i.test(output)) {
-    return new AppError("forbidden", `access to ${spec.fullName} was denied (check the server's GIT_TOKEN)`);
-  }
-  return new Error(`git clone of ${spec.fullName} failed: ${lastLines(output, 3)}`);
-};
 
 /** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */
 export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSandbox): Promise<Workspace> => {
@@ -82,19 +63,36 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
   if (!spec) {
     if (sandbox.emptyWorkspaceReady) return { dir: EMPTY_WORKSPACE, repository: null };
     // One exec: each costs tens of ms of the engine's time, and this is the whole stage here.
-    await execChecked(ctx, sandbox.containerId, emptyWorkspaceWarmUp(), "git init");
+    await execChecked(ctx, sandbox.ref, emptyWorkspaceWarmUp(), "git init");
     return { dir: EMPTY_WORKSPACE, repository: null };
   }
-  const dir = `/workspace/${spec.name}`;
-  const url = cloneUrlOf(spec, deps.config);
-  const r = await deps.sandboxes.exec(sandbox.containerId, {
-    cmd: ["bash", "-c", CLONE_THEN_IDENTITY_SCRIPT, "clone", url, dir, spec.branch ?? ""],
-    env: gitAuthEnv(spec, deps.config.GIT_TOKEN),
-    timeoutMs: CLONE_TIMEOUT_MS,
-    maxOutputBytes: 64 * 1024,
-  });
-  if (r.timedOut) throw new Error(`git clone of ${spec.fullName} did not finish in ${CLONE_TIMEOUT_MS / 1000} s`);
-  if (r.exitCode !== 0) throw cloneFailure(spec, `${r.stderr}\n${r.stdout}`);
+  const dir = `${WORKSPACE_ROOT}/${spec.name}`;
+  // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
+  // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).
+  const access = await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName);
+  const started = Date.now();
+  const tree = await cloneIntoSandbox(
+    deps.sandboxes,
+    sandbox.ref,
+    { fullName: spec.fullName, branch: spec.branch, access },
+    { maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024, workspaceRoot: WORKSPACE_ROOT },
+  );
+  ctx.log.info(
+    {
+      repository: spec.fullName,
+      commit: tree.commit,
+      bytes: tree.bytes,
+      ms: Date.now() - started,
+      token: access.source,
+    },
+    "cloned on the worker and handed to the sandbox",
+  );
+  const r = await execChecked(
+    ctx,
+    sandbox.ref,
+    { cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", tree.stagedDir, dir], maxOutputBytes: 64 * 1024 },
+    "placing the clone",
+  );
   return {
     dir,
     repository: spec,

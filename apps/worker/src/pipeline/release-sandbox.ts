@@ -3,11 +3,11 @@ import type { Database } from "@tern/db";
 import { sandboxesRepository } from "@tern/db";
 import type { SandboxDriver } from "@tern/sandbox";
 import type { Kysely } from "kysely";
-import { containerNameForTask } from "./context.ts";
+import { sandboxNameForTask } from "./context.ts";
 
 /**
- * Removes a failed start's container and marks its sandbox row ERROR. Safe to call any number of
- * times, from any worker, whether or not the container or the row exists.
+ * Removes a failed start's sandbox and marks its row ERROR. Safe to call any number of times, from
+ * any worker, whether or not the sandbox or the row exists.
  */
 export const releaseTaskSandbox = async (
   deps: { db: Kysely<Database>; sandboxes: SandboxDriver; logger: Logger },
@@ -15,12 +15,12 @@ export const releaseTaskSandbox = async (
 ): Promise<void> => {
   const sandboxes = sandboxesRepository(deps.db);
   const row = await sandboxes.findByTask(taskId);
-  // The task's own name, and the row's (a warm container keeps its pool name).
-  const targets = new Set([row?.containerId, row?.containerName, containerNameForTask(taskId)]);
+  // Its ref, the task's own name, and the row's (a warm sandbox keeps its pool name).
+  const targets = new Set([row?.ref, row?.name, sandboxNameForTask(taskId)]);
   for (const t of targets) if (t) await deps.sandboxes.destroy(t);
   if (row) await sandboxes.update(row.id, { status: "ERROR" });
   deps.logger.info(
-    { task_id: taskId, container: row?.containerName ?? containerNameForTask(taskId) },
+    { task_id: taskId, sandbox: row?.name ?? sandboxNameForTask(taskId) },
     "sandbox of failed start removed",
   );
 };

@@ -1,5 +1,6 @@
+import { isSafeBranchName } from "@tern/core";
 import { describe, expect, it } from "vitest";
-import { cloneUrlOf, gitAuthEnv, isSafeBranchName, repositorySpecOf } from "./repository-spec.ts";
+import { gitServicesOf, repositorySpecOf } from "./repository-spec.ts";
 
 describe("repositorySpecOf", () => {
   it("accepts owner/repo and a branch", () => {
@@ -47,25 +48,19 @@ describe("repositorySpecOf", () => {
   );
 });
 
-describe("clone URL and auth", () => {
-  const spec = { fullName: "acme/app", name: "app", branch: null, provider: "github" as const };
-
-  it("builds the URL from configuration, per provider", () => {
-    expect(cloneUrlOf(spec, { GIT_BASE_URL: "https://github.com/" })).toBe("https://github.com/acme/app.git");
+describe("git hosts", () => {
+  it("names every git host a clone may come from, with its port, for the sandboxes' egress rules", () => {
     expect(
-      cloneUrlOf(
-        { ...spec, provider: "gitlab" },
-        { GIT_BASE_URL: "https://github.com", GIT_BASE_URL_GITLAB: "https://gl.example" },
-      ),
-    ).toBe("https://gl.example/acme/app.git");
-  });
-
-  it("passes the token as an HTTP header through the environment only", () => {
-    const env = gitAuthEnv(spec, "s3cret");
-    expect(env.GIT_CONFIG_KEY_0).toBe("http.extraHeader");
-    expect(env.GIT_CONFIG_VALUE_0).toBe(
-      `Authorization: Basic ${Buffer.from("x-access-token:s3cret").toString("base64")}`,
-    );
-    expect(gitAuthEnv(spec, undefined)).toEqual({ GIT_TERMINAL_PROMPT: "0" });
+      gitServicesOf({
+        GIT_BASE_URL: "http://[fd00::5]:8080",
+        GIT_BASE_URL_GITHUB: "https://github.com/",
+        GIT_BASE_URL_GITLAB: "https://git.internal:8443/group",
+        GIT_BASE_URL_BITBUCKET: "https://github.com",
+      }),
+    ).toEqual([
+      { host: "fd00::5", port: 8080 },
+      { host: "github.com", port: 443 },
+      { host: "git.internal", port: 8443 },
+    ]);
   });
 });

@@ -1,3 +1,4 @@
+import type { RepositoryHook } from "@tern/core";
 import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
 
 export const PRE_COMMIT_SCRIPT = ".openhands/pre-commit.sh";
@@ -29,19 +30,32 @@ chmod +x "$hooks/pre-commit" "$hooks/pre-commit.openhands"
 echo "installed"
 `;
 
-/** SETTING_UP_GIT_HOOKS: `.openhands/pre-commit.sh` as the pre-commit hook, chaining an existing one. */
+/**
+ * What the conversation records of an installed hook (GET /app-conversations/{id}/hooks), in
+ * OpenHands' hook shape: git's `pre-commit` event, on every commit, running the repository's script.
+ */
+const preCommitHook: RepositoryHook = {
+  event_type: "pre-commit",
+  matchers: [{ matcher: "*", hooks: [{ type: "command", command: PRE_COMMIT_SCRIPT, timeout: null, async: false }] }],
+};
+
+/**
+ * SETTING_UP_GIT_HOOKS: `.openhands/pre-commit.sh` as the pre-commit hook, chaining an existing one.
+ * Returns the hooks installed, for the conversation to keep.
+ */
 export const setUpGitHooks = async (
   ctx: StartContext,
   sandbox: AcquiredSandbox,
   workspace: Workspace,
-): Promise<{ installed: boolean }> => {
+): Promise<RepositoryHook[]> => {
   // An empty workspace has no .openhands/pre-commit.sh, and the clone's exec said whether a repository has one.
-  if (!workspace.repository || workspace.hasPreCommitScript === false) return { installed: false };
+  if (!workspace.repository || workspace.hasPreCommitScript === false) return [];
   const r = await execChecked(
     ctx,
-    sandbox.containerId,
+    sandbox.ref,
     { cmd: ["bash", "-c", INSTALL_SCRIPT, "hooks", PRE_COMMIT_SCRIPT], cwd: workspace.dir },
     "installing the pre-commit hook",
+    "repository_fault",
   );
-  return { installed: r.stdout.trim() === "installed" };
+  return r.stdout.trim() === "installed" ? [preCommitHook] : [];
 };

@@ -1,33 +1,56 @@
 import { abandonRun, runAgent } from "@tern/agent";
-import { type AgentRunJob, isAgentRunJobAlive, removeSandboxJobName } from "@tern/queue";
-import { DelayedError, type Job } from "bullmq";
-import { removeConversationSandbox } from "../agent/remove-sandbox.ts";
+import { isAgentRunJobAlive } from "@tern/queue";
+import { DelayedError } from "bullmq";
+import { agentRunContext } from "../agent/run-context.ts";
+import { ensureSandboxRunning } from "../agent/sandbox-idleness.ts";
 import type { WorkerDeps } from "../deps.ts";
+import { createGitTools } from "../git/tools.ts";
+import type { JobProcessor } from "./types.ts";
 
 /** How long a run waits before it looks again when another run holds its conversation. */
 const busyRetryMs = 1_000;
+/**
+ * How long a run whose sandbox is paused waits before it looks again. Resuming the sandbox
+ * promotes the waiting job at once (processors/sandbox.ts); this is the fallback if that is missed.
+ */
+const pausedRetryMs = 5_000;
 
 /**
- * One run of the agent loop on a conversation (packages/agent), or the removal of its sandbox.
+ * `agent.run`: one run of the agent loop on a conversation (packages/agent).
  * A run whose conversation is held by another run waits (the job is delayed, not dropped), so a
- * follow-up message sent during a run is answered after it. Passing faults (Postgres, Docker)
+ * follow-up message sent during a run is answered after it; so does a run whose sandbox is paused,
+ * until it is resumed (then the same run continues). Passing faults (Postgres, Docker)
  * throw and BullMQ retries the job; the retry resumes the run from its events. When the last
  * attempt fails, the conversation ends in `error` instead of staying `running`.
  */
 export const agentRunProcessor =
-  (deps: WorkerDeps) =>
-  async (job: Job<AgentRunJob>, token?: string): Promise<void> => {
+  (deps: WorkerDeps): JobProcessor<"agent.run"> =>
+  async (job, token) => {
     const { conversationId, runId } = job.data;
     const logger = deps.logger.child({ conversation_id: conversationId, job_id: job.id });
-    if (job.name === removeSandboxJobName) {
-      await removeConversationSandbox({ db: deps.db, sandboxes: deps.sandboxes, logger }, conversationId);
-      return;
-    }
     try {
       const run = () =>
-        runAgent({ db: deps.db, sandboxes: deps.sandboxes, settings: deps.config, logger }, conversationId, runId);
+        runAgent(
+          {
+            db: deps.db,
+            sandboxes: deps.sandboxes,
+            settings: deps.config,
+            logger,
+            runContext: (conversation) =>
+              agentRunContext({ db: deps.db, secretBox: deps.secretBox, logger }, conversation),
+            // git_push and create_pull_request: run here, with the user's token, never in the sandbox.
+            git: createGitTools(deps),
+            ensureSandboxRunning: (conversation) =>
+              ensureSandboxRunning({ db: deps.db, sandboxes: deps.sandboxes, logger }, conversation),
+          },
+          conversationId,
+          runId,
+        );
       let outcome = await run();
-      if (outcome.outcome === "busy" && !(await isAgentRunJobAlive(deps.queues, conversationId, outcome.activeRunId))) {
+      if (
+        outcome.outcome === "busy" &&
+        !(await isAgentRunJobAlive(deps.queues, conversationId, outcome.activeRunId, deps.engineId))
+      ) {
         // The lock's holder has no job that could finish it (given up after stalling, or lost with
         // Redis): end that run in error, so the conversation is not blocked for ever.
         const stale = outcome.activeRunId;
@@ -36,8 +59,9 @@ export const agentRunProcessor =
         }
         outcome = await run();
       }
-      if (outcome.outcome === "busy") {
-        await job.moveToDelayed(Date.now() + busyRetryMs, token);
+      if (outcome.outcome === "busy" || outcome.outcome === "waiting") {
+        // Delayed, not failed: no attempt is spent, and the job (so the run) stays alive.
+        await job.moveToDelayed(Date.now() + (outcome.outcome === "busy" ? busyRetryMs : pausedRetryMs), token);
         throw new DelayedError();
       }
       if (outcome.outcome === "skipped") logger.info({ reason: outcome.reason }, "agent run skipped");

@@ -1,22 +1,25 @@
-import { isAppError, isTerminalStartTaskStatus, type StartTaskStatus } from "@tern/core";
+import { isPermanentFault, isTerminalStartTaskStatus, metrics, type StartTaskStatus, withSpan } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
-import type { ConversationStartJob } from "@tern/queue";
+import type { JobPayload } from "@tern/queue";
+import { deliverPendingMessages, runForDeliveredMessages } from "@tern/services";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { WorkerDeps } from "../deps.ts";
 import { acquireSandbox } from "../pipeline/acquire-sandbox.ts";
 import { LostOwnership, type StartContext } from "../pipeline/context.ts";
+import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { runSetupScript } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
 import { startConversation } from "../pipeline/start-conversation.ts";
+import type { JobProcessor } from "./types.ts";
 
 /**
  * The fencing token of a job attempt. BullMQ counts every start of the job, including a takeover
  * after a stall; `attemptBase` lifts a job the reconciler re-created above the attempts before it.
  */
-export const attemptOf = (job: Job<ConversationStartJob>): number =>
+const attemptOf = (job: Job<JobPayload<"conversation.start">>): number =>
   (job.data.attemptBase ?? 0) + Math.max(1, job.attemptsStarted);
 
 const TASK_VISIBLE_WAIT_MS = 3_000;
@@ -48,8 +51,8 @@ const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: numbe
  * task (it stalled and another took over) is refused and stops.
  */
 export const conversationStartProcessor =
-  (deps: WorkerDeps) =>
-  async (job: Job<ConversationStartJob>): Promise<void> => {
+  (deps: WorkerDeps): JobProcessor<"conversation.start"> =>
+  async (job) => {
     const tasks = startTasksRepository(deps.db);
     const attempt = attemptOf(job);
     const log = deps.logger.child({ task_id: job.data.taskId, attempt });
@@ -63,24 +66,40 @@ export const conversationStartProcessor =
     let current: { stage: StartTaskStatus; started: number } | null = null;
     const stage = async <T>(status: StartTaskStatus, run: () => Promise<T>): Promise<T> => {
       const finished = current ? { stage: current.stage, ms: Date.now() - current.started } : undefined;
+      if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
       if (!(await tasks.enterStage(task.id, attempt, status, finished))) throw new LostOwnership(task.id);
       current = { stage: status, started: Date.now() };
       log.debug({ stage: status }, "stage begins");
-      return run();
+      return withSpan(`stage ${status}`, { "tern.task_id": task.id, "tern.stage": status, attempt }, run);
     };
 
     try {
-      const sandbox = await stage("WAITING_FOR_SANDBOX", () => acquireSandbox(ctx));
+      // Before any stage is entered: the status the task was left in by the attempt before this one.
+      const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
+      const sandbox = await stage("WAITING_FOR_SANDBOX", () => acquireSandbox(ctx, freshName));
       const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox));
       await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace));
-      await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
+      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
       const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace));
       const conversation = await stage("STARTING_CONVERSATION", () =>
-        startConversation(ctx, sandbox, workspace, skills),
+        startConversation(ctx, sandbox, workspace, skills, hooks),
       );
       const last = current as { stage: StartTaskStatus; started: number } | null;
       const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;
-      if (!(await tasks.markReady(task.id, attempt, conversation.id, finished))) throw new LostOwnership(task.id);
+      // READY and the delivery of the messages queued for the task commit together: a sender sees
+      // one or the other (queuePendingMessage takes the same row lock).
+      const delivered = await deps.db.transaction().execute(async (trx) => {
+        if (!(await startTasksRepository(trx).markReady(task.id, attempt, conversation.id, finished))) return null;
+        return deliverPendingMessages(trx, task.id, conversation.id);
+      });
+      if (delivered === null) throw new LostOwnership(task.id);
+      if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
+      metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
+      metrics.timeToReady.observe((Date.now() - Date.parse(task.createdAt)) / 1000);
+      if (delivered > 0) {
+        const runId = await runForDeliveredMessages(deps, conversation.id);
+        log.info({ conversation_id: conversation.id, delivered, run_id: runId }, "pending messages delivered");
+      }
       log.info({ conversation_id: conversation.id, stage_ms: finished?.ms }, "start task ready");
     } catch (err) {
       if (err instanceof LostOwnership) {
@@ -88,7 +107,7 @@ export const conversationStartProcessor =
         return;
       }
       const at = (current as { stage: StartTaskStatus } | null)?.stage ?? "WORKING";
-      if (isAppError(err)) {
+      if (isPermanentFault(err)) {
         // The user's to fix: no retry. The container goes first, so a task seen in ERROR has none left.
         const detail = `${at}: ${err.message}`;
         // Only the attempt that owns the task may remove its container (a newer one may be using it).
@@ -99,13 +118,11 @@ export const conversationStartProcessor =
         }
         await releaseTaskSandbox(deps, task.id);
         await tasks.markError(task.id, detail, attempt);
+        metrics.startOutcomes.inc({ status: "ERROR", error_stage: at });
         log.info({ detail }, "start task failed");
         throw new UnrecoverableError(detail);
       }
-      log.warn(
-        { stage: at, err: err instanceof Error ? err.message : String(err), attempts_made: job.attemptsMade },
-        "start stage failed; will retry",
-      );
+      log.warn({ stage: at, err, attempts_made: job.attemptsMade }, "start stage failed; will retry");
       throw err;
     }
   };
@@ -121,25 +138,24 @@ export const finishFailedStart = async (deps: WorkerDeps, taskId: string, reason
   // The container first, so a task seen in ERROR has none left; if Docker is down now, the
   // janitor removes it later (the task is ERROR either way).
   await releaseTaskSandbox(deps, taskId).catch((err) =>
-    deps.logger.warn(
-      { task_id: taskId, err: err instanceof Error ? err.message : String(err) },
-      "sandbox removal failed",
-    ),
+    deps.logger.warn({ task_id: taskId, err }, "sandbox removal failed"),
   );
-  if (task.status !== "ERROR") await tasks.markError(taskId, `${task.status}: ${reason}`);
+  if (task.status !== "ERROR" && (await tasks.markError(taskId, `${task.status}: ${reason}`))) {
+    metrics.startOutcomes.inc({ status: "ERROR", error_stage: task.status });
+  }
 };
 
 /** The 'failed' listener of the start worker: acts only when the job will not run again. */
 export const onStartJobFailed = async (
   deps: WorkerDeps,
-  job: Job<ConversationStartJob> | undefined,
+  job: Job<JobPayload<"conversation.start">> | undefined,
   err: Error,
 ): Promise<void> => {
   if (!job) return;
   const spent = err instanceof UnrecoverableError || err.name === "UnrecoverableError";
   const exhausted = job.attemptsMade >= (job.opts.attempts ?? 1);
   if (!spent && !exhausted) return;
-  if (!spent) deps.logger.error({ task_id: job.data.taskId, err: err.message }, "start job gave up");
+  if (!spent) deps.logger.error({ task_id: job.data.taskId, err }, "start job gave up");
   await finishFailedStart(
     deps,
     job.data.taskId,

@@ -1,32 +1,53 @@
+import { abandonRun } from "@tern/agent";
 import { isTerminalStartTaskStatus } from "@tern/core";
-import { conversationsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
-import { startJobOptions } from "@tern/queue";
+import {
+  agentRunsRepository,
+  conversationsRepository,
+  enginesRepository,
+  sandboxesRepository,
+  startTasksRepository,
+} from "@tern/db";
+import { findJob } from "@tern/queue";
 import { PoolOwnerLabel, type SandboxInfo, SandboxLabel } from "@tern/sandbox";
+import { requeueStartTask } from "@tern/services";
+import { pauseIdleSandboxes, removeAgedSandboxes } from "../agent/sandbox-idleness.ts";
 import type { WorkerDeps } from "../deps.ts";
-import { isWorkerAlive } from "../liveness.ts";
+import { isLivenessSettled, isWorkerAlive, redisKeptSince } from "../liveness.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { finishFailedStart } from "./conversation-start.ts";
 
 /** A task this fresh may still be between its insert and its enqueue (the API does both in turn). */
 const RECONCILE_GRACE_MS = 10_000;
-/** A warm container without an owner alive is kept this long, in case its owner's key is late. */
-const ORPHAN_POOL_GRACE_MS = 60_000;
 
 export interface JanitorReport {
   removedContainers: string[];
   expiredTasks: string[];
   requeuedTasks: string[];
   failedTasks: string[];
+  /** Sandboxes paused for idleness (SANDBOX_IDLE_PAUSE) and removed for age (SANDBOX_MAX_AGE). */
+  pausedSandboxes: string[];
+  agedSandboxes: string[];
+  /** Sandboxes marked MISSING because their engine had no worker for ENGINE_LOST_AFTER. */
+  lostSandboxes: string[];
 }
 
-/** Why a container should go, or null when something live owns it. */
+/** Why a sandbox should go, or null when something live owns it. */
 const orphanReason = async (deps: WorkerDeps, c: SandboxInfo): Promise<string | null> => {
-  const row = await sandboxesRepository(deps.db).findByContainerName(c.name);
+  const row = await sandboxesRepository(deps.db).findByName(c.name);
+  // Postgres says which engine owns what: a container whose row moved to another engine (a start
+  // made again there) or was given up on with this engine (lost, then back) is left over here.
+  if (row?.engineId && deps.engineId && row.engineId !== deps.engineId) return "its sandbox is on another engine now";
+  if (row?.status === "MISSING" && row.engineLostAt) return "given up on while its engine was lost";
+  // Failed, or started over in a fresh sandbox (maybe on another engine, which could not remove this one).
+  if (row?.status === "ERROR") return "its start failed or started over";
   if (c.labels[SandboxLabel.Pool] === "1" && !row) {
-    // Unclaimed warm container: its pool owns it while that worker lives.
+    // Unclaimed warm sandbox: its pool owns it while that worker lives.
     const owner = c.labels[PoolOwnerLabel];
     if (owner && (await isWorkerAlive(deps.redis, deps.config.REDIS_PREFIX, owner))) return null;
-    return Date.now() - Date.parse(c.createdAt) > ORPHAN_POOL_GRACE_MS ? "warm container of a worker gone" : null;
+    // Redis may have lost every liveness key lately: owners get a whole TTL to renew theirs.
+    if (!(await isLivenessSettled(deps.redis, deps.config.REDIS_PREFIX))) return null;
+    const grace = deps.config.POOL_ORPHAN_GRACE_MS;
+    return Date.now() - Date.parse(c.createdAt) > grace ? "warm container of a worker gone" : null;
   }
   const taskId = row?.startTaskId ?? c.labels[SandboxLabel.TaskId] ?? null;
   const conversationId = row?.conversationId ?? c.labels[SandboxLabel.ConversationId] ?? null;
@@ -38,27 +59,40 @@ const orphanReason = async (deps: WorkerDeps, c: SandboxInfo): Promise<string | 
   return task ? "conversation gone" : "no task and no conversation";
 };
 
-/** (a) Containers of this deployment, in every state, that no live task or conversation owns. */
-export const removeOrphanContainers = async (deps: WorkerDeps): Promise<string[]> => {
+/** (a) Sandboxes of this deployment, in every state, that no live task or conversation owns. */
+const removeOrphanContainers = async (deps: WorkerDeps): Promise<string[]> => {
   const containers = await deps.sandboxes.list({
     [SandboxLabel.Marker]: "1",
     [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
   });
+  // Rows from before engines were recorded learn theirs: the engine where the container is.
+  if (deps.engineId) {
+    const recorded = await sandboxesRepository(deps.db).recordEngine(
+      containers.map((c) => c.name),
+      deps.engineId,
+    );
+    if (recorded > 0)
+      deps.logger.info({ engine_id: deps.engineId, sandboxes: recorded }, "janitor recorded sandboxes' engine");
+  }
   const removed: string[] = [];
   for (const c of containers) {
     const reason = await orphanReason(deps, c);
     if (!reason) continue;
-    await deps.sandboxes.destroy(c.id);
-    const row = await sandboxesRepository(deps.db).findByContainerName(c.name);
-    if (row && row.status !== "ERROR") await sandboxesRepository(deps.db).update(row.id, { status: "MISSING" });
-    deps.logger.info({ container: c.name, state: c.state, reason }, "janitor removed a container");
+    await deps.sandboxes.destroy(c.ref);
+    const row = await sandboxesRepository(deps.db).findByName(c.name);
+    // The row of a sandbox moved to another engine is that engine's: left as it is.
+    const elsewhere = row?.engineId && deps.engineId && row.engineId !== deps.engineId;
+    if (row && row.status !== "ERROR" && row.status !== "MISSING" && !elsewhere) {
+      await sandboxesRepository(deps.db).update(row.id, { status: "MISSING" });
+    }
+    deps.logger.info({ sandbox: c.name, state: c.state, reason }, "janitor removed a sandbox");
     removed.push(c.name);
   }
   return removed;
 };
 
 /** (b) Tasks that made no progress past START_TASK_DEADLINE end in ERROR, naming the stage. */
-export const expireStalledTasks = async (deps: WorkerDeps): Promise<string[]> => {
+const expireStalledTasks = async (deps: WorkerDeps): Promise<string[]> => {
   const deadline = deps.config.START_TASK_DEADLINE;
   const tasks = startTasksRepository(deps.db);
   const stuck = await tasks.listInFlight({ updatedBefore: new Date(Date.now() - deadline * 1000) });
@@ -77,13 +111,16 @@ export const expireStalledTasks = async (deps: WorkerDeps): Promise<string[]> =>
  * (c) Postgres owns the tasks, Redis only carries the work: a task in flight whose job Redis lost
  * gets a new one; one whose job BullMQ gave up on ends in ERROR.
  */
-export const reconcileStartJobs = async (deps: WorkerDeps): Promise<{ requeued: string[]; failed: string[] }> => {
+const reconcileStartJobs = async (deps: WorkerDeps): Promise<{ requeued: string[]; failed: string[] }> => {
   const tasks = startTasksRepository(deps.db);
-  const inFlight = await tasks.listInFlight({ updatedBefore: new Date(Date.now() - RECONCILE_GRACE_MS) });
+  // A task last written before Redis lost its data had its job (if any) lost with it: no grace.
+  const keptSince = await redisKeptSince(deps.redis, deps.config.REDIS_PREFIX);
+  const cutoff = Math.max(Date.now() - RECONCILE_GRACE_MS, keptSince);
+  const inFlight = await tasks.listInFlight({ updatedBefore: new Date(cutoff) });
   const requeued: string[] = [];
   const failed: string[] = [];
   for (const t of inFlight) {
-    const job = await deps.queues.start.getJob(t.id);
+    const job = await findJob(deps.queues, "conversation.start", t.id);
     const state = job ? await job.getState() : "missing";
     if (state === "failed") {
       await finishFailedStart(deps, t.id, "the start job was given up; try again");
@@ -92,18 +129,63 @@ export const reconcileStartJobs = async (deps: WorkerDeps): Promise<{ requeued: 
     }
     if (state !== "missing" && state !== "completed" && state !== "unknown") continue;
     if (job) await job.remove().catch(() => undefined);
-    await deps.queues.start.add("start", { taskId: t.id, attemptBase: t.attempt }, { ...startJobOptions, jobId: t.id });
+    await requeueStartTask(deps, t);
     deps.logger.warn({ task_id: t.id, stage: t.status, job_state: state }, "janitor re-enqueued a start task");
     requeued.push(t.id);
   }
   return { requeued, failed };
 };
 
+/**
+ * (d) Engines without a live worker for ENGINE_LOST_AFTER are given up on (any engine's janitor
+ * does it, once): their live sandboxes become MISSING, saying so (a follow-up gets 410), the runs
+ * holding their conversations end in error, and the jobs waiting on their queues are dropped. The
+ * conversations and their events stay; until then those jobs only waited.
+ */
+const giveUpLostEngines = async (deps: WorkerDeps): Promise<string[]> => {
+  const givenUp = await enginesRepository(deps.db).giveUpSilent(deps.config.ENGINE_LOST_AFTER);
+  for (const engineId of givenUp) {
+    deps.logger.warn(
+      { engine_id: engineId, after_s: deps.config.ENGINE_LOST_AFTER },
+      "an engine is lost: no worker of it alive",
+    );
+    const queues = deps.queues.forEngine(engineId);
+    await Promise.all([queues.agentRun.drain(true), queues.sandbox.drain(true)]).catch((err) =>
+      deps.logger.warn({ err, engine_id: engineId }, "dropping a lost engine's jobs failed"),
+    );
+  }
+  const lost = await sandboxesRepository(deps.db).markLostWithEngines();
+  for (const s of lost) {
+    if (s.conversationId) {
+      const runId = await agentRunsRepository(deps.db).activeRun(s.conversationId);
+      if (runId) {
+        await abandonRun(deps.db, s.conversationId, runId, `its sandbox was lost with its engine (${s.engineId})`);
+      }
+    }
+    deps.logger.warn(
+      { sandbox_id: s.sandboxId, conversation_id: s.conversationId, engine_id: s.engineId },
+      "sandbox lost with its engine; marked MISSING",
+    );
+  }
+  return lost.map((s) => s.sandboxId);
+};
+
 export const runJanitor = async (deps: WorkerDeps): Promise<JanitorReport> => {
+  const lostSandboxes = await giveUpLostEngines(deps);
   const expiredTasks = await expireStalledTasks(deps);
   const { requeued, failed } = await reconcileStartJobs(deps);
   const removedContainers = await removeOrphanContainers(deps);
-  return { removedContainers, expiredTasks, requeuedTasks: requeued, failedTasks: failed };
+  const agedSandboxes = await removeAgedSandboxes(deps, deps.config.SANDBOX_MAX_AGE);
+  const pausedSandboxes = await pauseIdleSandboxes(deps, deps.config.SANDBOX_IDLE_PAUSE);
+  return {
+    removedContainers,
+    expiredTasks,
+    requeuedTasks: requeued,
+    failedTasks: failed,
+    pausedSandboxes,
+    agedSandboxes,
+    lostSandboxes,
+  };
 };
 
 export const janitorProcessor = (deps: WorkerDeps) => async (): Promise<JanitorReport> => runJanitor(deps);

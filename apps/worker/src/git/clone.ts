@@ -1,0 +1,171 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Transform } from "node:stream";
+import { ForbiddenError, NotFoundError, RepositoryFaultError } from "@tern/core";
+import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
+import type { ResolvedAccess } from "./git-access.ts";
+import { gitEnvFor, runGit } from "./run-git.ts";
+
+const CLONE_TIMEOUT_MS = 10 * 60_000;
+
+export interface CloneRequest {
+  /** `owner/repo`, for messages. */
+  fullName: string;
+  branch: string | null;
+  access: ResolvedAccess;
+}
+
+/** Git's words for the faults that are the user's to fix; anything else is worth retrying. */
+const cloneFailure = (req: CloneRequest, output: string): Error => {
+  const { provider, source } = req.access;
+  if (/Remote branch .* not found|couldn't find remote ref/i.test(output)) {
+    return new NotFoundError(`branch '${req.branch}' not found in ${req.fullName}`);
+  }
+  // Not found and no access say the same: the answer must not tell which private repositories exist.
+  if (
+    /repository '.*' not found|Repository not found|returned error: 40[134]|Authentication failed|could not read Username|terminal prompts disabled/i.test(
+      output,
+    )
+  ) {
+    const whose =
+      source === "user"
+        ? `with your ${provider} token (or the ${provider} token was refused)`
+        : source === "shared"
+          ? `with the deployment's ${provider} token`
+          : `without a ${provider} token (add yours with POST /api/v1/git/providers)`;
+    return new NotFoundError(`repository ${req.fullName} was not found, or cannot be read ${whose}`);
+  }
+  if (/unable to update url base from redirection|redirect/i.test(output)) {
+    return new ForbiddenError(`the ${provider} host answered with a redirect, which is not followed`);
+  }
+  return new Error(`git clone of ${req.fullName} failed: ${lastLine(output)}`);
+};
+
+const lastLine = (text: string): string =>
+  text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .slice(-3)
+    .join(" / ")
+    .slice(0, 600);
+
+/** No file git keeps beside the objects may hold the token (the header was only ever in the environment). */
+const assertNoCredential = async (gitDir: string, token: string | null): Promise<void> => {
+  if (!token) return;
+  const needles = [token, Buffer.from(token).toString("base64")];
+  const walk = async (dir: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      if (e.name === "objects") continue;
+      const p = join(dir, e.name);
+      if (e.isDirectory()) await walk(p);
+      else if (e.isFile()) {
+        const text = await readFile(p, "latin1");
+        if (needles.some((n) => text.includes(n)))
+          throw new Error("a credential was found in the clone's .git; not handed over");
+      }
+    }
+  };
+  await walk(gitDir);
+};
+
+/** The remote is the repository's URL without credentials; nothing under `http.` is kept. */
+const stripCredentials = async (repo: string, access: ResolvedAccess, env: Record<string, string>) => {
+  await runGit(["config", "--local", "remote.origin.url", access.url], { cwd: repo, env, timeoutMs: 10_000 });
+  await runGit(["config", "--local", "--remove-section", "http"], { cwd: repo, env, timeoutMs: 10_000 });
+  await runGit(["config", "--local", "--unset-all", "credential.helper"], { cwd: repo, env, timeoutMs: 10_000 });
+};
+
+export interface ClonedTree {
+  /** The directory under /workspace the tree was unpacked as; the caller moves it into place. */
+  stagedDir: string;
+  /** The commit checked out. */
+  commit: string;
+  bytes: number;
+}
+
+/**
+ * Clones on the worker, into a temporary directory, then streams the tree into the sandbox as a
+ * tar owned by the sandbox user (1000:1000). The sandbox never sees the token, and no repository
+ * code runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
+ */
+export const cloneIntoSandbox = async (
+  sandboxes: Pick<SandboxDriver, "putArchive">,
+  ref: SandboxRef,
+  req: CloneRequest,
+  opts: { maxBytes: number; workspaceRoot: string },
+): Promise<ClonedTree> => {
+  const root = await mkdtemp(join(tmpdir(), "tern-clone-"));
+  try {
+    const home = join(root, "home");
+    await mkdir(home);
+    const staged = `.tern-clone-${randomBytes(6).toString("hex")}`;
+    const repo = join(root, staged);
+    const env = gitEnvFor(req.access, home);
+    const branchArgs = req.branch ? ["--branch", req.branch] : [];
+    const r = await runGit(
+      ["clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", ...branchArgs, "--", req.access.url, repo],
+      { cwd: root, env, timeoutMs: CLONE_TIMEOUT_MS, secrets: [req.access.token] },
+    );
+    if (r.timedOut) throw new Error(`git clone of ${req.fullName} did not finish in ${CLONE_TIMEOUT_MS / 1000} s`);
+    if (r.code !== 0) throw cloneFailure(req, `${r.stderr}\n${r.stdout}`);
+    // Without the token from here on: nothing below talks to the host.
+    const local = gitEnvFor({ ...req.access, token: null }, home);
+    await stripCredentials(repo, req.access, local);
+    await assertNoCredential(join(repo, ".git"), req.access.token);
+    const head = await runGit(["rev-parse", "HEAD"], { cwd: repo, env: local, timeoutMs: 10_000 });
+    const bytes = await streamTree(sandboxes, ref, root, staged, opts);
+    return { stagedDir: `${opts.workspaceRoot}/${staged}`, commit: head.stdout.trim(), bytes };
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+};
+
+/** tar of `dir` (symbolic links kept as links, never followed), owned 1000:1000, streamed as it is made. */
+const streamTree = async (
+  sandboxes: Pick<SandboxDriver, "putArchive">,
+  ref: SandboxRef,
+  root: string,
+  dir: string,
+  opts: { maxBytes: number; workspaceRoot: string },
+): Promise<number> => {
+  const tar = spawn("tar", ["-C", root, "-c", "--numeric-owner", "--owner=1000", "--group=1000", "--", dir], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  tar.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString("utf8");
+  });
+  let bytes = 0;
+  const counted = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      bytes += chunk.length;
+      if (bytes > opts.maxBytes) {
+        done(
+          new RepositoryFaultError(`the repository is larger than GIT_CLONE_MAX_MB (${opts.maxBytes / 1048576} MiB)`),
+        );
+        return;
+      }
+      done(null, chunk);
+    },
+  });
+  const exited = new Promise<number | null>((resolve) => tar.on("close", resolve));
+  let streamError: Error | null = null;
+  counted.on("error", (err) => {
+    streamError = err;
+    tar.kill("SIGKILL");
+  });
+  tar.stdout.pipe(counted);
+  try {
+    await sandboxes.putArchive(ref, opts.workspaceRoot, counted);
+  } catch (err) {
+    throw streamError ?? err;
+  }
+  const code = await exited;
+  if (streamError) throw streamError;
+  if (code !== 0) throw new Error(`packing the clone failed: ${stderr.trim().slice(0, 300)}`);
+  return bytes;
+};

@@ -1,0 +1,148 @@
+import { timingSafeEqual } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { type ErrorCode, isDomainError, type Logger, renderMetrics } from "@tern/core";
+import type { Database } from "@tern/db";
+import type { SandboxDriver } from "@tern/sandbox";
+import { Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { Redis } from "ioredis";
+import { type Kysely, sql } from "kysely";
+import { readSandboxFile } from "./read-file.ts";
+import { streamWorkspaceArchive, streamWorkspaceDiff, workspaceDiffFiles } from "./workspace-results.ts";
+
+/**
+ * The worker's own HTTP server. For orchestrators: `/health` (the process answers) and `/ready`
+ * (it reaches Postgres and Redis, and is not stopping). For the API, under `/internal/`, behind
+ * the deployment's internal token: the reads that need a sandbox, since the API never talks to the
+ * sandbox engine itself (see @tern/services' worker-access.ts). Each read is served here, from the
+ * engine this worker drives; later reads (a diff, the workspace as an archive) stream their body.
+ */
+export interface InternalServerDeps {
+  db: Kysely<Database>;
+  redis: Pick<Redis, "ping">;
+  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive">;
+  logger: Logger;
+  /** The token the API sends (Authorization: Bearer). */
+  token: string;
+  /** Brings the gauges read at scrape time (queue depth, warm pool size) up to date before /metrics. */
+  refreshMetrics?: () => Promise<void>;
+}
+
+/**
+ * The statuses of this internal surface. The API does not pass them on: it rebuilds the domain
+ * error from the body's code, and its own map (apps/api/src/middleware/errors.ts) gives the client's.
+ */
+const statusOf: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  gone: 410,
+  payload_too_large: 413,
+  validation_failed: 422,
+  service_unavailable: 503,
+};
+
+const errorBody = (code: ErrorCode, message: string) => ({ error: { code, message }, detail: message });
+
+const sameToken = (given: string, expected: string): boolean => {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+};
+
+const createInternalApp = (deps: InternalServerDeps, state: { stopping: boolean } = { stopping: false }) => {
+  const app = new Hono();
+
+  app.get("/health", (c) => c.json({ status: "ok" }));
+  // Prometheus's scrape: unauthenticated, as orchestrators' probes are (this server is internal).
+  app.get("/metrics", async (c) => {
+    await deps.refreshMetrics?.().catch((err) => deps.logger.warn({ err }, "refreshing metrics failed"));
+    const { body, contentType } = await renderMetrics();
+    return c.body(body, 200, { "content-type": contentType });
+  });
+  app.get("/ready", async (c) => {
+    const check = async (run: () => Promise<unknown>) =>
+      run().then(
+        () => "ok",
+        () => "unreachable",
+      );
+    const checks = {
+      postgres: await check(() => sql`select 1`.execute(deps.db)),
+      redis: await check(() => deps.redis.ping()),
+    };
+    const ready = !state.stopping && Object.values(checks).every((v) => v === "ok");
+    return c.json({ status: ready ? "ok" : state.stopping ? "stopping" : "unavailable", checks }, ready ? 200 : 503);
+  });
+
+  app.use("/internal/*", async (c, next) => {
+    const match = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "");
+    if (!match?.[1] || !sameToken(match[1], deps.token)) {
+      return c.json(errorBody("unauthorized", "The internal token is missing or wrong"), 401);
+    }
+    await next();
+  });
+
+  app.get("/internal/sandboxes/:sandboxId/file", async (c) => {
+    const path = c.req.query("path");
+    if (!path) return c.json(errorBody("validation_failed", "path: required"), 422);
+    const text = await readSandboxFile(deps, c.req.param("sandboxId"), path);
+    return c.text(text, 200);
+  });
+
+  app.get("/internal/sandboxes/:sandboxId/diff", async (c) => {
+    const sandboxId = c.req.param("sandboxId");
+    if (c.req.query("format") === "json") return c.json(await workspaceDiffFiles(deps, sandboxId), 200);
+    const body = await streamWorkspaceDiff(deps, sandboxId);
+    return c.body(body, 200, { "content-type": "text/x-diff; charset=utf-8" });
+  });
+
+  app.get("/internal/sandboxes/:sandboxId/workspace.tar.gz", async (c) => {
+    const body = await streamWorkspaceArchive(deps, c.req.param("sandboxId"));
+    return c.body(body, 200, { "content-type": "application/gzip" });
+  });
+
+  app.notFound((c) => c.json(errorBody("not_found", "Not found"), 404));
+  app.onError((err, c) => {
+    if (isDomainError(err)) return c.json(errorBody(err.code, err.message), statusOf[err.code] ?? 500);
+    deps.logger.error({ err, path: c.req.path }, "internal request failed");
+    return c.json(errorBody("internal", "Internal error"), 500);
+  });
+  return app;
+};
+
+export interface InternalServer {
+  /** The port listened on (the configured one, or the one given for 0). */
+  port: number;
+  /** From now on /ready answers 503, so an orchestrator stops sending work; the server still answers. */
+  markStopping: () => void;
+  close: () => Promise<void>;
+}
+
+/** Starts the server on `host`:`port` (0: any free port). */
+export const startInternalServer = async (
+  deps: InternalServerDeps,
+  listen: { host: string; port: number },
+): Promise<InternalServer> => {
+  const state = { stopping: false };
+  const app = createInternalApp(deps, state);
+  const server = serve({ fetch: app.fetch, port: listen.port, hostname: listen.host });
+  await new Promise<void>((resolve, reject) => {
+    server.once("listening", () => resolve());
+    server.once("error", reject);
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    markStopping: () => {
+      state.stopping = true;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Keep-alive connections of the API would hold the close open.
+        (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+      }),
+  };
+};
