@@ -1,46 +1,114 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { AppError } from "@tern/core";
+import { metrics, PayloadTooLargeError, renderMetrics, SpanKind, withSpan } from "@tern/core";
 import { apiKeysRepository } from "@tern/db";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
+import { tenantLimitsOf } from "./config.ts";
 import type { ApiDeps } from "./deps.ts";
 import { type AuthEnv, authenticate } from "./middleware/auth.ts";
 import { errorResponse } from "./middleware/errors.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
 import { notFoundOrMethodNotAllowed } from "./middleware/not-found.ts";
+import { createRateLimiter, rateLimit } from "./middleware/rate-limit.ts";
+import { requestLog } from "./middleware/request-log.ts";
 import { validationHook } from "./middleware/validation.ts";
+import { pageRoutes } from "./page/routes.ts";
 import { ADMIN_QUEUES_PATH, adminQueueRoutes } from "./routes/admin/queues.ts";
 import { appConversationRoutes } from "./routes/app-conversations/index.ts";
 import { registerDocs } from "./routes/docs.ts";
 import { eventRoutes } from "./routes/events/index.ts";
 import { followUpRoutes } from "./routes/follow-ups/index.ts";
+import { gitProviderRoutes } from "./routes/git/index.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { keyRoutes } from "./routes/keys/index.ts";
+import { pendingMessageRoutes } from "./routes/pending-messages/index.ts";
+import { sandboxSpecRoutes } from "./routes/sandbox-specs/index.ts";
+import { sandboxRoutes } from "./routes/sandboxes/index.ts";
+import { secretRoutes } from "./routes/secrets/index.ts";
+import { settingsRoutes } from "./routes/settings/index.ts";
+import { registerEventSocket } from "./routes/streams/events-socket.ts";
+import { streamRoutes } from "./routes/streams/index.ts";
+import { userRoutes } from "./routes/users/index.ts";
+import { webhookRoutes } from "./routes/webhooks/index.ts";
 
-export const MAX_BODY_BYTES = 1024 * 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
 
 /** Builds the HTTP application from its dependencies; main.ts and the tests both call it. */
-export const createApp = (deps: ApiDeps) => {
+export const createApp = (given: ApiDeps) => {
+  // The services enforce the tenancy limits of this API's configuration on every caller.
+  const deps: ApiDeps = {
+    ...given,
+    limits: given.limits ?? tenantLimitsOf(given.config),
+    llmModels: given.llmModels ?? { LLM_PROVIDER: given.config.LLM_PROVIDER, LLM_MODELS: given.config.LLM_MODELS },
+  };
   const keyUsage = deps.keyUsage ?? createKeyUsage(apiKeysRepository(deps.db), deps.logger);
+  const limiter =
+    deps.rateLimiter === undefined
+      ? createRateLimiter(deps.redis, deps.config.REDIS_PREFIX, deps.config)
+      : deps.rateLimiter;
   const app = new OpenAPIHono<AuthEnv>({ defaultHook: validationHook });
   app.use(requestId());
+  app.use((c, next) =>
+    // The server span of this request: a start's trace begins here (its job carries it on).
+    withSpan(
+      `${c.req.method}`,
+      { "http.request.method": c.req.method, "url.path": c.req.path },
+      async (span) => {
+        const began = performance.now();
+        try {
+          await next();
+        } finally {
+          // The route's pattern (never the raw path: ids would make a series per request).
+          const route = c.req.matchedRoutes.findLast((r) => r.method !== "ALL")?.path ?? "unmatched";
+          const status = c.res.status;
+          metrics.httpDuration.observe(
+            { method: c.req.method, route, status: String(status) },
+            (performance.now() - began) / 1000,
+          );
+          span.updateName(`${c.req.method} ${route}`);
+          span.setAttributes({ "http.route": route, "http.response.status_code": status });
+        }
+      },
+      { kind: SpanKind.SERVER },
+    ),
+  );
+  // Prometheus's scrape, beside /health: no key (keep it off the public network at the proxy).
+  app.get("/metrics", async (c) => {
+    const { body, contentType } = await renderMetrics();
+    return c.body(body, 200, { "content-type": contentType });
+  });
+  app.use(requestLog(deps.logger));
   app.use(
     bodyLimit({
       maxSize: MAX_BODY_BYTES,
       onError: () => {
-        throw new AppError("payload_too_large", "Request body is larger than 1 MiB");
+        throw new PayloadTooLargeError("Request body is larger than 1 MiB");
       },
     }),
   );
-  app.route("/", healthRoutes(deps));
+  app.route("/", healthRoutes(deps, keyUsage));
   registerDocs(app, deps.config.publicUrl);
+  app.route("/", pageRoutes(deps));
 
   // Everything under /api needs a key; handlers read the caller with c.get("principal").
   app.use("/api/*", authenticate(deps, keyUsage));
+  if (limiter) app.use("/api/*", rateLimit(limiter));
+  app.use("/sockets/*", authenticate(deps, keyUsage));
+  if (limiter) app.use("/sockets/*", rateLimit(limiter));
+  registerEventSocket(app, deps);
   app.route("/", keyRoutes(deps));
   app.route("/", appConversationRoutes(deps));
   app.route("/", eventRoutes(deps));
+  app.route("/", streamRoutes(deps));
   app.route("/", followUpRoutes(deps));
+  app.route("/", pendingMessageRoutes(deps));
+  app.route("/", sandboxRoutes(deps));
+  app.route("/", sandboxSpecRoutes(deps));
+  app.route("/", userRoutes(deps));
+  app.route("/", secretRoutes(deps));
+  app.route("/", settingsRoutes(deps));
+  app.route("/", webhookRoutes(deps));
+  app.route("/", gitProviderRoutes(deps));
   app.route(ADMIN_QUEUES_PATH, adminQueueRoutes(deps, keyUsage));
 
   app.notFound(notFoundOrMethodNotAllowed(() => app.routes));

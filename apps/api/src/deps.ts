@@ -1,10 +1,14 @@
-import type { Logger } from "@tern/core";
+import type { Logger, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
 import type { Queues } from "@tern/queue";
+import type { TenantLimits, WorkerAccess } from "@tern/services";
+import type { QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Kysely } from "kysely";
 import type { ApiConfig } from "./config.ts";
 import type { KeyUsage } from "./middleware/key-usage.ts";
+import type { RateLimiter } from "./middleware/rate-limit.ts";
+import type { StreamHub } from "./routes/streams/event-pump.ts";
 
 /** Everything a route may use, built once by main.ts (or by a test with its own resources). */
 export interface ApiDeps {
@@ -13,6 +17,22 @@ export interface ApiDeps {
   redis: Redis;
   queues: Queues;
   logger: Logger;
+  /** Seals and opens what users hand us (secrets, tokens, keys) for storage. */
+  secretBox: SecretBox;
   /** Batches api_keys.last_used_at writes; main.ts passes one to flush it at shutdown (tests may omit it). */
   keyUsage?: KeyUsage;
+  /** The `sandbox` queue's events: a sandbox command is answered once its job completed. */
+  sandboxEvents: QueueEvents;
+  /** How the reads that need a sandbox reach a worker (the API never talks to the sandbox engine). */
+  workerAccess: WorkerAccess;
+  /** SANDBOX_COMMAND_TIMEOUT_MS, under the services' name. */
+  sandboxCommandTimeoutMs?: number;
+  /** The services' quotas and caps; createApp fills them from `config`. */
+  limits?: TenantLimits;
+  /** The operator's allowed models (LLM_MODELS); createApp fills them from `config`. */
+  llmModels?: { LLM_PROVIDER?: string | undefined; LLM_MODELS?: readonly string[] };
+  /** Per-key rate limits; createApp builds them on `redis` from `config` unless given (null: none). */
+  rateLimiter?: RateLimiter | null;
+  /** Live streams (SSE, WebSocket) and the change feed behind them; without it streams answer 503. */
+  streams?: StreamHub;
 }

@@ -1,55 +1,102 @@
 import { serve } from "@hono/node-server";
-import { ConfigError, createLogger } from "@tern/core";
-import { apiKeysRepository, createDb, migrateToLatest } from "@tern/db";
-import { createQueues, createRedis } from "@tern/queue";
+import { createSecretBox, loadSecretsKeys, runService, type ServiceContext, startTracing } from "@tern/core";
+import { apiKeysRepository, assertSchemaCurrent, createChangeFeed, createDb } from "@tern/db";
+import { createQueueEvents, createQueues, createRedis, QueueName } from "@tern/queue";
+import { resolveInternalToken } from "@tern/services";
+import { WebSocketServer } from "ws";
 import { createApp } from "./app.ts";
-import { loadApiConfig } from "./config.ts";
+import { type ApiConfig, loadApiConfig } from "./config.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
+import { resolveCursorSecret } from "./page-cursor.ts";
+import { createStreamHub } from "./routes/streams/event-pump.ts";
 
-const main = async () => {
-  const config = loadApiConfig(process.env);
-  const logger = createLogger("api", config.LOG_LEVEL);
+const REDIS_START_WAIT_MS = 5_000;
+
+const redisReady = (redis: ReturnType<typeof createRedis>, ms: number): Promise<void> =>
+  redis.status === "ready"
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          redis.off("ready", done);
+          resolve();
+        };
+        const timer = setTimeout(done, ms);
+        redis.once("ready", done);
+      });
+
+const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) => {
+  const tracing = await startTracing("tern-api", { endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT });
+  if (tracing) shutdown.register("tracing", tracing.shutdown);
   const { db, close: closeDb } = createDb(config.DATABASE_URL, {
     onError: (err) => logger.warn({ err }, "idle postgres client failed"),
   });
-  await migrateToLatest(db);
+  shutdown.register("postgres", closeDb);
+  // Migrations run once per deploy, before the processes (pnpm db:migrate); a schema behind refuses.
+  await assertSchemaCurrent(db);
   const redis = createRedis(config.REDIS_URL, "producer");
-  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  redis.on("error", (err) => logger.warn({ err }, "redis error"));
+  shutdown.register("redis", () => redis.disconnect());
   const queues = createQueues(redis, config.REDIS_PREFIX);
+  shutdown.register("queues", queues.close);
+  // Start serving once Redis is connected, so a fresh API is ready at once; without Redis it
+  // serves anyway after a short wait (starts answer 503, /ready says why, until Redis is back).
+  await redisReady(redis, REDIS_START_WAIT_MS);
   const publicUrl = (config.PUBLIC_URL ?? `http://localhost:${config.PORT}`).replace(/\/$/, "");
-  // Without a configured secret, cursors are signed with one derived from the database URL:
-  // stable across API replicas sharing a database, and never sent to a client.
-  const cursorSecret = config.CURSOR_SECRET ?? `tern-cursor:${config.DATABASE_URL}`;
+  // Without a configured secret, cursors are signed with a random one generated once and kept in
+  // Postgres: shared by every API replica of the deployment, and guessable from nothing.
+  const cursorSecret = await resolveCursorSecret(db, config.CURSOR_SECRET);
+
+  // Sandbox commands are answered once their job completed: the sandbox queue's events say when.
+  const sandboxEvents = createQueueEvents(config.REDIS_URL, config.REDIS_PREFIX, QueueName.Sandbox, (err) =>
+    logger.warn({ err }, "sandbox queue events failed"),
+  );
+  shutdown.register("sandbox queue events", () => sandboxEvents.close());
+  const workerAccess = {
+    prefix: config.REDIS_PREFIX,
+    token: await resolveInternalToken(db, config.WORKER_INTERNAL_TOKEN),
+  };
+
+  // One LISTEN connection for every live stream of this process (migration 0080's notifications).
+  const changes = createChangeFeed(config.DATABASE_URL, {
+    onError: (err) => logger.warn({ err }, "change feed connection lost; reconnecting"),
+  });
+  shutdown.register("change feed", () => changes.close());
+  const streams = createStreamHub(db, changes);
 
   const keyUsage = createKeyUsage(apiKeysRepository(db), logger);
-  const app = createApp({ config: { ...config, publicUrl, cursorSecret }, db, redis, queues, logger, keyUsage });
-  const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) => {
-    logger.info({ port: info.port, url: publicUrl }, "api listening");
+  shutdown.register("key usage", () => keyUsage.stop());
+  const app = createApp({
+    config: { ...config, publicUrl, cursorSecret },
+    db,
+    redis,
+    queues,
+    logger,
+    secretBox: createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE })),
+    keyUsage,
+    sandboxEvents: sandboxEvents.events,
+    workerAccess,
+    sandboxCommandTimeoutMs: config.SANDBOX_COMMAND_TIMEOUT_MS,
+    streams,
   });
-
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "api shutting down");
-    // Stop accepting connections, let in-flight requests finish, then close clients.
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    await keyUsage.stop();
-    await queues.close().catch(() => undefined);
-    redis.disconnect();
-    await closeDb();
-    logger.info("api stopped");
-    process.exit(0);
-  };
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  // The event sockets (/sockets/events/{id}) upgrade through @hono/node-server's own WebSocket support.
+  const server = serve({
+    fetch: app.fetch,
+    port: config.PORT,
+    hostname: config.HOST,
+    websocket: { server: new WebSocketServer({ noServer: true }) },
+  });
+  // Closed first: stop accepting connections and let in-flight requests finish.
+  shutdown.register("http server", () => new Promise<void>((resolve) => server.close(() => resolve())));
+  // Before it (shutdown runs in reverse): live streams end cleanly, or the server would wait on them.
+  shutdown.register("event streams", () => streams.closeAll());
+  await new Promise<void>((resolve, reject) => {
+    server.once("listening", resolve);
+    server.once("error", reject);
+  });
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : config.PORT;
+  logger.info({ port, url: publicUrl }, "api listening");
 };
 
-main().catch((err) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`${err.message}\n`);
-    process.exit(78);
-  }
-  process.stderr.write(`api failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+void runService({ name: "api", loadConfig: loadApiConfig, start });

@@ -61,7 +61,7 @@ describe("POST /api/v1/app-conversations", () => {
     expect(row?.status).toBe("WORKING");
     expect(row?.user_id).toBe(userId);
     const job = await api.queues.start.getJob(row?.id ?? "");
-    expect(job?.name).toBe("start");
+    expect(job?.name).toBe("conversation.start");
     expect(job?.data).toEqual({ taskId: row?.id });
   });
 
@@ -96,7 +96,7 @@ describe("POST /api/v1/app-conversations", () => {
       ["initial_message.content", { initial_message: { role: "user", content: [] } }],
       ["initial_message.content", { initial_message: { role: "user", content: "hi" } }],
       [
-        "initial_message.content.0.type",
+        "initial_message.content.0.image_urls",
         { initial_message: { role: "user", content: [{ type: "image", text: "x" }] } },
       ],
       ["initial_message.content.0.text", { initial_message: { role: "user", content: [{ type: "text" }] } }],
@@ -156,6 +156,19 @@ describe("POST /api/v1/app-conversations", () => {
     ]) {
       const res = await start(key, { selected_repository: repo, selected_branch: branch });
       expect(res.status, `${repo} ${branch}`).toBe(200);
+    }
+  });
+
+  it("accepts a GitLab nested group (group/sub/repo) and refuses it for GitHub, as the worker does", async () => {
+    const { key } = await api.newUser();
+    const nested = { selected_repository: "group/sub/repo", selected_branch: "main" };
+    const gitlab = await start(key, { ...nested, git_provider: "gitlab" });
+    expect(gitlab.status).toBe(200);
+    expect(((await gitlab.json()) as Json).request).toEqual({ ...nested, git_provider: "gitlab" });
+    for (const body of [nested, { ...nested, git_provider: "github" }, { ...nested, git_provider: "bitbucket" }]) {
+      const res = await start(key, body);
+      expect(res.status, JSON.stringify(body)).toBe(422);
+      expect((await errorOf(res)).message).toBe("selected_repository: must be of the form owner/repo");
     }
   });
 });
@@ -255,6 +268,12 @@ describe("conversations: batch lookup and listing", () => {
         "session_api_key",
         "title",
         "updated_at",
+        "trigger",
+        "pr_number",
+        "parent_conversation_id",
+        "sub_conversation_ids",
+        "public",
+        "agent_type",
       ].sort(),
     );
     expect(record).toMatchObject({
@@ -262,9 +281,15 @@ describe("conversations: batch lookup and listing", () => {
       created_by_user_id: toHexId(alice.userId),
       sandbox_status: "MISSING",
       execution_status: "idle",
-      conversation_url: `http://api.test/api/v1/conversation/${toHexId(one.conversationId)}`,
+      conversation_url: `http://api.test/conversations/${toHexId(one.conversationId)}`,
       session_api_key: one.sessionApiKey,
-      metrics: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0 },
+      metrics: {
+        model_name: "default",
+        accumulated_cost: 0,
+        max_budget_per_task: null,
+        accumulated_token_usage: { model: "default", prompt_tokens: 0, completion_tokens: 0 },
+        llm_calls: 0,
+      },
     });
   });
 

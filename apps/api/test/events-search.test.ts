@@ -1,6 +1,6 @@
-import { type EventKind, type StoredEvent, toHexId } from "@tern/core";
-import { type EventDraft, eventsRepository } from "@tern/db";
-import { createConversationFixture } from "@tern/testing";
+import { type EventDraft, type EventKind, type StoredEvent, toHexId } from "@tern/core";
+import { eventsRepository } from "@tern/db";
+import { createConversationFixture, sampleEvent } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
@@ -20,9 +20,8 @@ interface Page {
 const drafts = (n: number, offset: number): EventDraft[] =>
   Array.from({ length: n }, (_, i) => ({
     // A pseudo-random but reproducible mix of kinds.
-    kind: KINDS[(((offset + i) * 7919) % 13) % KINDS.length] as EventKind,
+    ...sampleEvent(KINDS[(((offset + i) * 7919) % 13) % KINDS.length] as EventKind, offset + i),
     source: "agent",
-    payload: { n: offset + i, note: `event ${offset + i}` },
   }));
 
 const search = (qs: string, key = owner.key, id = conversation) =>
@@ -72,8 +71,9 @@ describe("events search", () => {
       kind: all[0]?.kind,
       source: "agent",
       timestamp: all[0]?.timestamp,
-      n: 0,
-      note: "event 0",
+      llm_message: { role: "assistant", content: [{ type: "text", text: "event 0" }] },
+      llm_response_id: "response-0",
+      history_seq: 0,
     });
     expect(page.items[0]?.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     expect(typeof page.next_page_id).toBe("string");
@@ -87,7 +87,8 @@ describe("events search", () => {
     const by1 = await collect({ limit: "1" });
     expect(ids(by1)).toEqual(ids(all));
     expect(new Set(ids(by1)).size).toBe(TOTAL);
-  });
+    // 2,400 sequential requests: ~7 s on a quiet machine; the bound is for a loaded one, not a speed goal.
+  }, 180_000);
 
   it("sorts newest first with sort_order=TIMESTAMP_DESC", async () => {
     const desc = await collect({ limit: "100", sort_order: "TIMESTAMP_DESC" });

@@ -1,7 +1,14 @@
 import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
-import { removeContainersOfNamespace, startLlmServer, startService, testDocker, testRedisUrl } from "@tern/testing";
+import {
+  removeSandboxesOfNamespace,
+  startLlmServer,
+  startService,
+  testRedisUrl,
+  testSandboxDriver,
+  waitFor,
+} from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually, startTestApi, type TestApi } from "./harness.ts";
+import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
  * The follow-up routes end to end: the real API (in this process) and a real worker process on
@@ -23,7 +30,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await worker?.stop();
   await llm?.close();
-  if (api) await removeContainersOfNamespace(api.prefix);
+  if (api) await removeSandboxesOfNamespace(api.prefix);
   await api?.close();
 });
 
@@ -48,16 +55,16 @@ const startConversation = async (text: string, run: boolean): Promise<string> =>
       json: { initial_message: { role: "user", content: [{ type: "text", text }], run } },
     }),
   );
-  let id = "";
-  await eventually(async () => {
-    const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-      await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
-    );
-    if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-    id = t?.app_conversation_id ?? "";
-    return t?.status === "READY";
-  }, 60_000);
-  return id;
+  return waitFor(
+    async () => {
+      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
+        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
+      );
+      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
+      return t?.status === "READY" && (t.app_conversation_id ?? "");
+    },
+    { what: `start task ${task.id} to be READY`, timeoutMs: 60_000 },
+  );
 };
 
 interface ConversationRecord {
@@ -91,26 +98,30 @@ const conversation = async (id: string): Promise<ConversationRecord> => {
 
 const waitForStatus = async (id: string, statuses: string[]) => {
   let last = "";
-  await eventually(async () => {
-    last = (await conversation(id)).execution_status;
-    return statuses.includes(last);
-  }, 30_000).catch(() => {
-    throw new Error(
-      `execution_status stayed ${last}, expected ${statuses.join(" or ")}\n${worker.output().slice(-3000)}`,
-    );
-  });
+  await waitFor(
+    async () => {
+      last = (await conversation(id)).execution_status;
+      return statuses.includes(last);
+    },
+    {
+      what: `execution_status ${statuses.join(" or ")}`,
+      timeoutMs: 30_000,
+      detail: () => `it stayed ${last}\n${worker.output().slice(-3000)}`,
+    },
+  );
   return conversation(id);
 };
 
 /** Waits until the scripted replies are used up and the run that used them has ended. */
 const settle = async (id: string) => {
-  await eventually(async () => {
-    if (llm.remaining() > 0) return false;
-    const last = (await allEvents(id)).at(-1);
-    return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
-  }, 30_000).catch(() => {
-    throw new Error(`the run did not settle\n${worker.output().slice(-3000)}`);
-  });
+  await waitFor(
+    async () => {
+      if (llm.remaining() > 0) return false;
+      const last = (await allEvents(id)).at(-1);
+      return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
+    },
+    { what: "the run to settle", timeoutMs: 30_000, detail: () => worker.output().slice(-3000) },
+  );
   return conversation(id);
 };
 
@@ -310,11 +321,11 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
     expect(
       await json(await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })),
     ).toEqual({ success: true });
-    await eventually(async () => (await conversation(conversationId)).sandbox_status === "MISSING", 30_000);
-    const left = await testDocker().listContainers({
-      all: true,
-      filters: JSON.stringify({ label: [`tern.conversation_id=${conversationId}`] }),
+    await waitFor(async () => (await conversation(conversationId)).sandbox_status === "MISSING", {
+      what: "sandbox_status MISSING",
+      timeoutMs: 30_000,
     });
+    const left = await testSandboxDriver().list({ "tern.conversation_id": conversationId });
     expect(left).toHaveLength(0);
     expect((await allEvents(conversationId)).length).toBe(before);
     expect((await say(conversationId, "Still there?", true)).status).toBe(409);
@@ -332,7 +343,10 @@ describe("without an LLM configured", () => {
   it("the conversation still reaches READY; its run ends at once with an AgentErrorEvent saying how to configure one", async () => {
     const asked = llm.requests.length;
     const id = await startConversation("Hello?", true);
-    await eventually(async () => (await conversation(id)).execution_status === "error", 30_000);
+    await waitFor(async () => (await conversation(id)).execution_status === "error", {
+      what: "execution_status error",
+      timeoutMs: 30_000,
+    });
     const events = await allEvents(id);
     const error = events.find((e) => e.kind === "AgentErrorEvent");
     expect(error?.source).toBe("agent");

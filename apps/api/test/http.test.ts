@@ -1,5 +1,5 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { toHexId } from "@tern/core";
+import { eventKinds, toHexId } from "@tern/core";
 import { createConversationFixture } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +17,10 @@ const errorOf = async (res: Response) => {
   expect(res.headers.get("content-type")).toMatch(/^application\/json/);
   const text = await res.text();
   expect(text).not.toMatch(/\n\s+at |node_modules|\.ts:\d+/);
-  return (JSON.parse(text) as { error: { code: string; message: string } }).error;
+  const body = JSON.parse(text) as { error: { code: string; message: string }; detail: string };
+  // FastAPI's `detail` beside our `error`, for clients written for OpenHands.
+  expect(body.detail).toBe(body.error.message);
+  return body.error;
 };
 
 describe("errors are JSON with a stable code", () => {
@@ -104,6 +107,21 @@ describe("OpenAPI document and docs", () => {
     ]) {
       expect(documented, route).toContain(route);
     }
+  });
+
+  it("describes each event kind as its own component, one of the events page's items by kind", async () => {
+    const doc = (await (await api.call("/openapi.json")).json()) as {
+      components: { schemas: Record<string, { oneOf?: unknown[]; discriminator?: unknown; properties?: object }> };
+    };
+    const schemas = doc.components.schemas;
+    expect(JSON.stringify(schemas.EventPage)).toContain("#/components/schemas/Event");
+    expect(schemas.Event?.discriminator).toEqual({
+      propertyName: "kind",
+      mapping: Object.fromEntries(eventKinds.map((k) => [k, `#/components/schemas/${k}`])),
+    });
+    expect(schemas.Event?.oneOf).toHaveLength(eventKinds.length);
+    expect(schemas.ActionEvent?.properties).toHaveProperty("tool_call_id");
+    expect(schemas.MessageEvent?.properties).toHaveProperty("llm_message");
   });
 
   it("serves interactive docs at /docs", async () => {

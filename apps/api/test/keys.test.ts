@@ -1,5 +1,6 @@
+import { waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually, startTestApi, type TestApi } from "./harness.ts";
+import { startTestApi, type TestApi } from "./harness.ts";
 
 let api: TestApi;
 beforeAll(async () => {
@@ -45,7 +46,10 @@ describe("POST /api/keys", () => {
     const { key } = await api.newUser();
     const bare = await api.call("/api/keys", { key, method: "POST" });
     expect(bare.status).toBe(201);
-    expect(((await bare.json()) as CreatedKey).expires_at).toBeNull();
+    // No key lives for ever: without expires_at it expires at API_KEY_MAX_LIFETIME_DAYS (365 here).
+    const expires = Date.parse(((await bare.json()) as CreatedKey).expires_at ?? "");
+    expect(expires).toBeGreaterThan(Date.now() + 364 * 86_400_000);
+    expect(expires).toBeLessThanOrEqual(Date.now() + 365 * 86_400_000);
     expect((await api.call("/api/keys", { key, method: "POST", json: {} })).status).toBe(201);
   });
 
@@ -158,7 +162,11 @@ describe("authentication", () => {
       await api.call("/api/keys", { key, method: "POST", json: { name: "brief", expires_at: soon } })
     ).json()) as CreatedKey;
     expect((await api.call("/api/keys", { key: made.key })).status).toBe(200);
-    await eventually(async () => (await api.call("/api/keys", { key: made.key })).status === 401, 10_000, 200);
+    await waitFor(async () => (await api.call("/api/keys", { key: made.key })).status === 401, {
+      what: "the key to expire",
+      timeoutMs: 10_000,
+      intervalMs: 200,
+    });
     expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(soon));
     expect((await api.call("/api/keys", { key })).status).toBe(200);
   });

@@ -1,6 +1,6 @@
-import { spawnSync } from "node:child_process";
-import { generateApiKey } from "@tern/core";
-import { apiKeysRepository, usersRepository } from "@tern/db";
+import { execFile, spawnSync } from "node:child_process";
+import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS } from "@tern/core";
+import { createUserWithKey } from "@tern/services";
 import {
   createRedisPrefix,
   createTestDatabase,
@@ -28,25 +28,28 @@ afterAll(async () => {
   await deleteRedisPrefix(prefix);
 });
 
-const newKey = async (admin = false) => {
-  const user = await usersRepository(database.db).create({ isAdmin: admin });
-  const generated = generateApiKey();
-  const key = await apiKeysRepository(database.db).create({
-    userId: user.id,
-    name: "process",
-    prefix: generated.prefix,
-    hash: generated.hash,
-    expiresAt: null,
-  });
-  return { key: generated.key, id: key.id, userId: user.id };
+const newKey = async () => {
+  const made = await createUserWithKey(
+    { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
+    { name: "process" },
+  );
+  return { key: made.key, id: made.apiKey.id, userId: made.userId };
 };
 
-const cli = (args: string[]) =>
-  spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, DATABASE_URL: database.url },
-    encoding: "utf8",
-    timeout: 30_000,
+/**
+ * Runs the CLI without blocking this process: a blocked event loop would not see the API close an
+ * idle keep-alive socket (after 5 s, a CLI start under load), and the next fetch would be written
+ * to that dead socket ("other side closed").
+ */
+const cli = (args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> =>
+  new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["--import", "tsx", "apps/cli/src/main.ts", ...args],
+      { cwd: repoRoot, env: { ...process.env, DATABASE_URL: database.url }, encoding: "utf8", timeout: 60_000 },
+      (err, stdout, stderr) =>
+        resolve({ status: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
+    );
   });
 
 describe("the API process", () => {
@@ -68,6 +71,19 @@ describe("the API process", () => {
     expect((await fetch(`${api.url}/api/keys`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
   });
 
+  it("exits 78, naming the variable, when its configuration is invalid", () => {
+    for (const app of ["api", "worker"]) {
+      const run = spawnSync(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+        cwd: repoRoot,
+        env: { ...process.env, DATABASE_URL: database.url, REDIS_URL: "not a url" },
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      expect(run.status, app).toBe(78);
+      expect(run.stderr).toMatch(/^Invalid configuration: REDIS_URL: /);
+    }
+  });
+
   it("writes last_used_at of the keys it saw when it shuts down", async () => {
     const api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
     const { key, id } = await newKey();
@@ -82,7 +98,7 @@ describe("cli keys create", () => {
   it("prints only the new key, which authenticates against the API (and --admin opens bull-board)", async () => {
     const api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
     running.push(api);
-    const made = cli(["keys", "create", "--name", "laptop"]);
+    const made = await cli(["keys", "create", "--name", "laptop"]);
     expect(made.status, made.stderr).toBe(0);
     expect(made.stdout).toMatch(/^oh_[A-Za-z0-9_-]+\n$/);
     const key = made.stdout.trim();
@@ -91,12 +107,12 @@ describe("cli keys create", () => {
     expect(((await list.json()) as { name: string }[]).map((k) => k.name)).toEqual(["laptop"]);
     expect((await fetch(`${api.url}/admin/queues`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(403);
 
-    const admin = cli(["keys", "create", "--name", "ops", "--admin"]).stdout.trim();
+    const admin = (await cli(["keys", "create", "--name", "ops", "--admin"])).stdout.trim();
     expect((await fetch(`${api.url}/admin/queues`, { headers: { authorization: `Bearer ${admin}` } })).status).toBe(
       200,
     );
     // --if-none prints nothing once any user exists.
-    const again = cli(["keys", "create", "--name", "x", "--if-none"]);
+    const again = await cli(["keys", "create", "--name", "x", "--if-none"]);
     expect(again.status).toBe(0);
     expect(again.stdout).toBe("");
   });

@@ -7,23 +7,37 @@ import {
   type ServiceProcess,
   startService,
   type TestDatabase,
+  waitFor,
 } from "@tern/testing";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** Whether a Redis answers PING on `port` (one attempt, no retries). */
+const answers = async (port: number): Promise<boolean> => {
+  const client = new Redis(port, "127.0.0.1", {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === "PONG";
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+};
 
 // A Redis of this test's own, so stopping it disturbs nobody else.
 const startRedis = async (port: number): Promise<ChildProcess> => {
   const child = spawn(
     "redis-server",
     ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+    { stdio: "ignore" },
   );
-  let out = "";
-  child.stdout?.on("data", (d) => {
-    out += d;
-  });
-  for (let i = 0; i < 200 && !/Ready to accept connections/.test(out); i++) await new Promise((r) => setTimeout(r, 25));
+  await waitFor(() => answers(port), { what: `redis-server on port ${port} to answer PING`, timeoutMs: 5_000 });
   return child;
 };
 
@@ -38,14 +52,15 @@ const readyStatus = async (url: string) => {
   return { status: res.status, body: (await res.json()) as { error?: { message: string } } };
 };
 
-const eventually = async <T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (ok(v) || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
+/** Polls /ready until its status is `status`; returns that answer. */
+const readyWhen = (url: string, status: number) =>
+  waitFor(
+    async () => {
+      const r = await readyStatus(url);
+      return r.status === status && r;
+    },
+    { what: `/ready to answer ${status}`, timeoutMs: 15_000, intervalMs: 100 },
+  );
 
 let database: TestDatabase;
 let api: ServiceProcess | undefined;
@@ -73,18 +88,12 @@ describe("readiness follows Redis", () => {
     expect((await readyStatus(api.url)).status).toBe(200);
 
     await stopRedis(redis);
-    const down = await eventually(
-      () => readyStatus(api!.url),
-      (r) => r.status === 503,
-    );
+    const down = await readyWhen(api.url, 503);
     expect(down.status).toBe(503);
     expect(down.body.error?.message).toMatch(/redis/);
 
     redis = await startRedis(port);
-    const up = await eventually(
-      () => readyStatus(api!.url),
-      (r) => r.status === 200,
-    );
+    const up = await readyWhen(api.url, 200);
     expect(up.status).toBe(200);
     expect((await fetch(`${api.url}/health`)).status).toBe(200);
   });

@@ -1,9 +1,11 @@
-import { AppError, hashApiKey } from "@tern/core";
+import { createHash, randomBytes } from "node:crypto";
+import { ForbiddenError, hashApiKey, UnauthorizedError } from "@tern/core";
 import { apiKeysRepository, conversationsRepository } from "@tern/db";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 import type { ApiDeps } from "../deps.ts";
+import { openPageSession, PAGE_COOKIE } from "../page/session.ts";
 import type { KeyUsage } from "./key-usage.ts";
 
 /**
@@ -21,18 +23,63 @@ export interface AuthEnv {
   Variables: { principal: Principal };
 }
 
-/** The cookie bull-board's page and its XHRs authenticate with (browsers cannot add headers there). */
-export const ADMIN_COOKIE = "tern_admin_key";
+/**
+ * The cookie bull-board's page and its XHRs authenticate with (browsers cannot add headers there):
+ * a random session id, never the key. Redis keeps only its SHA-256, with the id of the admin key
+ * that opened it, for ADMIN_SESSION_TTL_SECONDS; the key is checked again on every request, so
+ * revoking it (or its expiry) ends the session at once.
+ */
+export const ADMIN_COOKIE = "tern_admin_session";
+export const ADMIN_SESSION_TTL_SECONDS = 15 * 60;
+
+const sessionRedisKey = (deps: ApiDeps, sessionId: string) =>
+  `${deps.config.REDIS_PREFIX}:admin-session:${createHash("sha256").update(sessionId).digest("hex")}`;
+
+/** A new dashboard session for an admin key; returns the id the cookie carries. */
+export const openAdminSession = async (deps: ApiDeps, keyId: string): Promise<string> => {
+  const id = randomBytes(32).toString("base64url");
+  await deps.redis.set(sessionRedisKey(deps, id), keyId, "EX", ADMIN_SESSION_TTL_SECONDS);
+  return id;
+};
+
+const principalOfAdminSession = async (
+  deps: ApiDeps,
+  keyUsage: KeyUsage,
+  sessionId: string,
+): Promise<Extract<Principal, { kind: "api_key" }> | null> => {
+  const keyId = await deps.redis.get(sessionRedisKey(deps, sessionId)).catch(() => null);
+  if (!keyId) return null;
+  const found = await apiKeysRepository(deps.db).findLiveById(keyId);
+  if (!found) return null;
+  keyUsage.record(found.key.id);
+  return { kind: "api_key", userId: found.user.id, isAdmin: found.user.isAdmin, keyId: found.key.id };
+};
+
+/**
+ * A state-changing request authenticated by the dashboard's cookie must come from a page of this
+ * deployment (the cookie is SameSite=Strict; this holds where that does not, and for old browsers).
+ */
+const sameOrigin = (c: Context, deps: ApiDeps): boolean => {
+  const origin = c.req.header("origin");
+  if (!origin) return false;
+  const own = [new URL(deps.config.publicUrl).origin, new URL(c.req.url).origin];
+  return own.includes(origin);
+};
 
 // The only routes a session key may call: reads of its own conversation.
 const SESSION_ROUTES = [
   /^\/api\/v1\/app-conversations\/?$/,
-  /^\/api\/v1\/conversation\/[^/]+\/events\/(search|count)\/?$/,
+  /^\/api\/v1\/conversation\/[^/]+\/events\/(search|count|stream)\/?$/,
+  /^\/sockets\/events\/[^/]+\/?$/,
 ];
 const sessionMayCall = (method: string, path: string): boolean =>
   (method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path));
 
-const unauthorized = (message: string) => new AppError("unauthorized", message);
+const unauthorized = (message: string) => new UnauthorizedError(message);
+
+// OpenHands' socket clients pass the session key in the query (a browser WebSocket has no headers).
+const sessionKeyOfSocket = (c: Context): string | undefined =>
+  c.req.path.startsWith("/sockets/") ? c.req.query("session_api_key")?.trim() || undefined : undefined;
 
 const bearerToken = (header: string): string => {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -62,13 +109,39 @@ const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): 
     if (!principal) throw unauthorized("The API key is unknown, revoked or expired");
     return principal;
   }
-  const sessionKey = c.req.header("x-session-api-key")?.trim();
+  const sessionKey = c.req.header("x-session-api-key")?.trim() ?? sessionKeyOfSocket(c);
   if (sessionKey) {
     const conversation = await conversationsRepository(deps.db).findBySessionKey(sessionKey);
     if (!conversation) throw unauthorized("The session API key is unknown");
     return { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id };
   }
+  // The conversation page's cookie (a browser cannot add headers to an EventSource): the key it
+  // holds, an API key or a session key. Writes must also carry X-Tern-Page, which another site
+  // cannot add without a CORS preflight we never grant, so the cookie alone cannot forge them.
+  const pageCookie = getCookie(c, PAGE_COOKIE);
+  if (pageCookie) {
+    const key = openPageSession(deps.secretBox, pageCookie);
+    if (!key) throw unauthorized("The page session expired; sign in again");
+    if (!["GET", "HEAD"].includes(c.req.method) && c.req.header("x-tern-page") !== "1") {
+      throw new ForbiddenError("A write signed in by the page cookie must carry X-Tern-Page: 1");
+    }
+    const principal = await principalOfApiKey(deps, keyUsage, key);
+    if (principal) return principal;
+    const conversation = await conversationsRepository(deps.db).findBySessionKey(key);
+    if (!conversation) throw unauthorized("The page's key is unknown, revoked or expired; sign in again");
+    return { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id };
+  }
   throw unauthorized("Authenticate with 'Authorization: Bearer <API key>' or 'X-Access-Token: <API key>'");
+};
+
+/** The caller when the request carries a valid credential; null otherwise (never throws for a bad one). */
+export const optionalPrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): Promise<Principal | null> => {
+  try {
+    return await resolvePrincipal(c, deps, keyUsage);
+  } catch (err) {
+    if (err instanceof UnauthorizedError) return null;
+    throw err;
+  }
 };
 
 /** Authenticates every request of the routes it guards and sets `principal`. */
@@ -83,26 +156,34 @@ export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
   });
 
 /**
- * Operators only (bull-board). Accepts the key as a header like every route, or from the admin
- * cookie, which `/admin/queues?token=<key>` sets so that a browser can use the dashboard.
+ * Operators only (bull-board). Accepts an admin key as a header like every route, or the dashboard
+ * session's cookie (see ADMIN_COOKIE), which `/admin/queues?token=<key>` opens. A request the
+ * cookie authenticates that changes something (not GET or HEAD) must carry this deployment's Origin.
  */
 export const requireAdmin = (deps: ApiDeps, keyUsage: KeyUsage) =>
   createMiddleware<AuthEnv>(async (c, next) => {
     let principal: Principal;
-    const cookieKey = getCookie(c, ADMIN_COOKIE);
+    const sessionId = getCookie(c, ADMIN_COOKIE);
+    const token = c.req.query("token");
     const hasHeader =
       c.req.header("authorization") !== undefined ||
       c.req.header("x-access-token") !== undefined ||
       c.req.header("x-session-api-key") !== undefined;
-    if (!hasHeader && (c.req.query("token") || cookieKey)) {
-      const key = c.req.query("token") || cookieKey || "";
-      const found = await principalOfApiKey(deps, keyUsage, key);
+    if (!hasHeader && token) {
+      const found = await principalOfApiKey(deps, keyUsage, token);
       if (!found) throw unauthorized("The API key is unknown, revoked or expired");
+      principal = found;
+    } else if (!hasHeader && sessionId) {
+      const found = await principalOfAdminSession(deps, keyUsage, sessionId);
+      if (!found) throw unauthorized("The dashboard session ended; open /admin/queues?token=<admin key> again");
+      if (c.req.method !== "GET" && c.req.method !== "HEAD" && !sameOrigin(c, deps)) {
+        throw new ForbiddenError("The dashboard's actions must come from its own pages (Origin)");
+      }
       principal = found;
     } else {
       principal = await resolvePrincipal(c, deps, keyUsage);
     }
-    if (!principal.isAdmin) throw new AppError("forbidden", "Only operator (admin) keys may use the queue dashboard");
+    if (!principal.isAdmin) throw new ForbiddenError("Only operator (admin) keys may use the queue dashboard");
     c.set("principal", principal);
     await next();
   });

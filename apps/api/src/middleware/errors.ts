@@ -1,37 +1,74 @@
-import { AppError, type Logger } from "@tern/core";
+import {
+  type DomainError,
+  type ErrorBody,
+  type ErrorCode,
+  isDomainError,
+  type Logger,
+  QuotaExceededError,
+  RateLimitedError,
+} from "@tern/core";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 
-const fromHttpException = (err: HTTPException): AppError => {
+/** The one map from domain error codes to HTTP statuses. */
+const httpStatusOf: Record<ErrorCode, ContentfulStatusCode> = {
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  gone: 410,
+  payload_too_large: 413,
+  validation_failed: 422,
+  repository_fault: 422,
+  rate_limited: 429,
+  quota_exceeded: 429,
+  internal: 500,
+  service_unavailable: 503,
+};
+
+/** The JSON error body (@tern/core's errorBodySchema, which documents it). */
+const errorBody = (code: ErrorCode, message: string, details?: unknown): ErrorBody => ({
+  error: { code, message, ...(details === undefined ? {} : { details }) },
+  detail: message,
+});
+
+const fromHttpException = (err: HTTPException): { code: ErrorCode; message: string } => {
   switch (err.status) {
     case 400:
-      return new AppError("bad_request", err.message || "Malformed request");
+      return { code: "bad_request", message: err.message || "Malformed request" };
     case 401:
-      return new AppError("unauthorized", err.message || "Unauthorized");
+      return { code: "unauthorized", message: err.message || "Unauthorized" };
     case 404:
-      return new AppError("not_found", "Not found");
+      return { code: "not_found", message: "Not found" };
     case 413:
-      return new AppError("payload_too_large", "Request body is larger than 1 MiB");
+      return { code: "payload_too_large", message: "Request body is larger than 1 MiB" };
     default:
-      return new AppError(
-        err.status >= 500 ? "internal" : "bad_request",
-        err.status >= 500 ? "Internal error" : err.message,
-      );
+      return err.status >= 500
+        ? { code: "internal", message: "Internal error" }
+        : { code: "bad_request", message: err.message };
   }
 };
 
 /** The one place an error becomes a response: codes for clients, internals only to the log. */
 export const errorResponse = (err: unknown, c: Context, logger: Logger): Response => {
-  let appError: AppError;
-  if (err instanceof AppError) appError = err;
-  else if (err instanceof HTTPException) appError = fromHttpException(err);
-  else {
-    const requestId = c.get("requestId" as never) as string | undefined;
-    logger.error({ err, request_id: requestId, path: c.req.path }, "unhandled error");
-    appError = new AppError("internal", `Internal error${requestId ? ` (request ${requestId})` : ""}`);
+  if (isDomainError(err)) return domainErrorResponse(err, c);
+  if (err instanceof HTTPException) {
+    const { code, message } = fromHttpException(err);
+    return c.json(errorBody(code, message), httpStatusOf[code]);
   }
-  const allow = (appError.details as { allow?: unknown } | undefined)?.allow;
-  if (appError.code === "method_not_allowed" && Array.isArray(allow)) c.header("Allow", allow.join(", "));
-  return c.json(appError.toBody(), appError.status as ContentfulStatusCode);
+  const requestId = c.get("requestId" as never) as string | undefined;
+  logger.error({ err, request_id: requestId, path: c.req.path }, "unhandled error");
+  return c.json(errorBody("internal", `Internal error${requestId ? ` (request ${requestId})` : ""}`), 500);
+};
+
+const domainErrorResponse = (err: DomainError, c: Context): Response => {
+  const allow = (err.details as { allow?: unknown } | undefined)?.allow;
+  if (err.code === "method_not_allowed" && Array.isArray(allow)) c.header("Allow", allow.join(", "));
+  if (err instanceof RateLimitedError || err instanceof QuotaExceededError) {
+    c.header("Retry-After", String(err.retryAfterSeconds));
+  }
+  return c.json(errorBody(err.code, err.message, err.details), httpStatusOf[err.code]);
 };

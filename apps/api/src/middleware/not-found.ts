@@ -1,5 +1,10 @@
-import { AppError } from "@tern/core";
+import { DomainError, NotFoundError } from "@tern/core";
 import type { Context } from "hono";
+
+/** A known path asked with a method it does not answer; `details.allow` lists the ones it does. */
+class MethodNotAllowedError extends DomainError {
+  readonly code = "method_not_allowed";
+}
 
 interface RouteEntry {
   method: string;
@@ -32,10 +37,10 @@ export const notFoundOrMethodNotAllowed = (routes: () => RouteEntry[]) => {
     const path = c.req.path;
     const allowed = [...new Set(table.filter((r) => r.pattern.test(path)).map((r) => r.method))];
     if (allowed.length > 0 && !allowed.includes(c.req.method)) {
-      throw new AppError("method_not_allowed", `${c.req.method} is not allowed on ${path}; use ${allowed.join(", ")}`, {
+      throw new MethodNotAllowedError(`${c.req.method} is not allowed on ${path}; use ${allowed.join(", ")}`, {
         allow: allowed,
       });
     }
-    throw new AppError("not_found", "No such route");
+    throw new NotFoundError("No such route");
   };
 };

@@ -1,4 +1,4 @@
-import { AppError } from "@tern/core";
+import { ValidationError } from "@tern/core";
 import type { z } from "zod";
 
 interface ValidationResult {
@@ -18,9 +18,5 @@ export const validationHook = (result: ValidationResult): void => {
   const issues = result.error.issues;
   const details = issues.map((i) => ({ field: fieldOf(i), in: result.target, message: i.message }));
   const first = details[0];
-  throw new AppError(
-    "validation_failed",
-    first ? `${first.field}: ${first.message}` : "The request is not valid",
-    details,
-  );
+  throw new ValidationError(first ? `${first.field}: ${first.message}` : "The request is not valid", details);
 };

@@ -4,7 +4,19 @@ import { dirname, join } from "node:path";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "@hono/zod-openapi";
 import type { AuthEnv } from "../middleware/auth.ts";
-import { errorSchema } from "./records.ts";
+import { errorResponse } from "./records.ts";
+
+/** The document's fixed parts: served at `/openapi.json`, and used by buildOpenApiDocument. */
+export const openApiDocumentConfig = (publicUrl: string): Parameters<OpenAPIHono["getOpenAPI31Document"]>[0] => ({
+  openapi: "3.1.0",
+  info: {
+    title: "tern: conversation agent service",
+    version: "1.0.0",
+    description: "The OpenHands Cloud V1 conversation API: API keys, conversations, start tasks and events.",
+  },
+  servers: [{ url: publicUrl }],
+  security: [{ bearerAuth: [] }, { accessToken: [] }],
+});
 
 /**
  * `/openapi.json` (OpenAPI 3.1, generated from the same zod schemas that validate requests, so it
@@ -37,7 +49,7 @@ export const registerDocs = (app: OpenAPIHono<AuthEnv>, publicUrl: string) => {
       security: [],
       responses: {
         200: { description: "OK", content: { "application/json": { schema } } },
-        503: { description: "Not ready", content: { "application/json": { schema: errorSchema } } },
+        503: errorResponse("Not ready"),
       },
     });
   plain("/health", "Liveness", z.object({ status: z.literal("ok") }));
@@ -47,16 +59,7 @@ export const registerDocs = (app: OpenAPIHono<AuthEnv>, publicUrl: string) => {
     z.object({ status: z.literal("ok"), checks: z.record(z.string(), z.string()) }),
   );
 
-  app.doc31("/openapi.json", {
-    openapi: "3.1.0",
-    info: {
-      title: "tern: conversation agent service",
-      version: "1.0.0",
-      description: "The OpenHands Cloud V1 conversation API: API keys, conversations, start tasks and events.",
-    },
-    servers: [{ url: publicUrl }],
-    security: [{ bearerAuth: [] }, { accessToken: [] }],
-  });
+  app.doc31("/openapi.json", openApiDocumentConfig(publicUrl));
   // Swagger UI's assets come from the swagger-ui-dist package, not a CDN: the docs work offline.
   app.get("/docs", (c) => c.html(docsPage));
   app.get("/docs/assets/:file", async (c) => {

@@ -1,6 +1,8 @@
 import { Hono } from "hono";
 import { sql } from "kysely";
 import type { ApiDeps } from "../deps.ts";
+import { optionalPrincipal } from "../middleware/auth.ts";
+import type { KeyUsage } from "../middleware/key-usage.ts";
 
 const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
   Promise.race([
@@ -10,8 +12,14 @@ const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
 
 const describe = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-/** `/health`: the process runs. `/ready`: Postgres and Redis answer, and Redis will not evict jobs. */
-export const healthRoutes = (deps: ApiDeps) =>
+/** What anyone may read of a check: its state in a word, never the error's own text (addresses, versions). */
+const publicState = (v: string) => (v === "ok" ? "ok" : v.startsWith("unreachable") ? "unreachable" : "misconfigured");
+
+/**
+ * `/health`: the process runs. `/ready`: Postgres and Redis answer, and Redis will not evict jobs.
+ * Anyone learns which part is not ready; only an admin key sees why (the errors' text).
+ */
+export const healthRoutes = (deps: ApiDeps, keyUsage: KeyUsage) =>
   new Hono()
     .get("/health", (c) => c.json({ status: "ok" }))
     .get("/ready", async (c) => {
@@ -43,14 +51,17 @@ export const healthRoutes = (deps: ApiDeps) =>
           },
         ),
       ]);
-      const failing = Object.entries(checks).filter(([, v]) => v !== "ok");
-      if (failing.length === 0) return c.json({ status: "ok", checks });
+      const admin = (await optionalPrincipal(c, deps, keyUsage))?.isAdmin === true;
+      const shown = admin ? checks : Object.fromEntries(Object.entries(checks).map(([k, v]) => [k, publicState(v)]));
+      const failing = Object.entries(shown).filter(([, v]) => v !== "ok");
+      if (failing.length === 0) return c.json({ status: "ok", checks: shown });
       return c.json(
         {
+          detail: `not ready: ${failing.map(([k, v]) => `${k} ${v}`).join("; ")}`,
           error: {
             code: "service_unavailable",
             message: `not ready: ${failing.map(([k, v]) => `${k} ${v}`).join("; ")}`,
-            details: { checks },
+            details: { checks: shown },
           },
         },
         503,

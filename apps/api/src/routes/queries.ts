@@ -1,12 +1,13 @@
 import { z } from "@hono/zod-openapi";
+import { parseIsoTimestamp } from "@tern/core";
 import { decodePageCursor, encodePageCursor } from "../page-cursor.ts";
 
-export const MAX_BATCH_IDS = 100;
-export const MAX_PAGE_SIZE = 100;
+const MAX_BATCH_IDS = 100;
+const MAX_PAGE_SIZE = 100;
 
-/** `?ids=a&ids=b`: Hono hands over a string for one value and an array for several. */
-export const idsQuery = z.object({
-  ids: z
+/** A repeated id parameter: Hono hands over a string for one value and an array for several. */
+const idList = () =>
+  z
     .preprocess(
       (v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]),
       z.array(z.string()).min(1, "give at least one id").max(MAX_BATCH_IDS, `at most ${MAX_BATCH_IDS} ids`),
@@ -16,8 +17,13 @@ export const idsQuery = z.object({
       type: "array",
       items: { type: "string" },
       description: `Ids (32 hex or uuid), the parameter repeated once per id; 1 to ${MAX_BATCH_IDS}`,
-    }),
-});
+    });
+
+/** `?ids=a&ids=b` (the app-conversation routes' name). */
+export const idsQuery = z.object({ ids: idList() });
+
+/** `?id=a&id=b` (the sandbox and sandbox-spec routes' name, as OpenHands spells it there). */
+export const idQuery = z.object({ id: idList() });
 
 /** `limit` and `page_id` of every listing. */
 export const pageQuery = {
@@ -36,6 +42,12 @@ export const pageQuery = {
     .openapi({ description: "The next_page_id of the previous page (opaque)" }),
 };
 
+/**
+ * A batch lookup's answer: one entry per id asked, the record or null. (A union, not `.nullable()`:
+ * on a named schema that would make the component itself nullable in the document.)
+ */
+export const batchSchema = <T extends z.ZodType>(record: T) => z.array(z.union([record, z.null()]));
+
 export const pageSchema = <T extends z.ZodType>(item: T, name: string) =>
   z
     .object({
@@ -48,7 +60,7 @@ export const pageSchema = <T extends z.ZodType>(item: T, name: string) =>
     .openapi(name);
 
 /** A listing's keyset position: the (created_at, id) of the last item it returned. */
-export const createdPosition = z.object({ t: z.string().min(1), id: z.uuid() });
+const createdPosition = z.object({ t: z.string().min(1), id: z.uuid() });
 
 /**
  * One page of a newest-first listing: decodes `page_id` (signed, bound to `scope`), asks `fetch`
@@ -71,4 +83,48 @@ export const newestFirstPage = async <Row extends { createdAt: string; id: strin
       ? encodePageCursor(opts.secret, opts.scope, { t: last.createdAt, id: last.id })
       : null;
   return { items: page.map(opts.toItem), next_page_id: next };
+};
+
+/** A sorted listing's keyset position: the sort key (as text) and id of the last item it returned. */
+const sortedPosition = z.object({ k: z.string(), id: z.uuid() });
+
+/**
+ * One page of a listing in any of its sort orders: as newestFirstPage, with the position being the
+ * last item's sort key (`keyOf`) and id. `scope` must name the order and the filters, so a cursor
+ * is only good for the listing it came from.
+ */
+export const sortedPage = async <Row extends { id: string }, Item>(opts: {
+  secret: string;
+  scope: string;
+  limit: number;
+  pageId: string | undefined;
+  fetch: (after: { key: string; id: string } | null) => Promise<Row[]>;
+  keyOf: (row: Row) => string;
+  toItem: (row: Row) => Item;
+}): Promise<{ items: Item[]; next_page_id: string | null }> => {
+  const after = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, sortedPosition) : null;
+  const rows = await opts.fetch(after && { key: after.k, id: after.id });
+  const page = rows.slice(0, opts.limit);
+  const last = page.at(-1);
+  const next =
+    rows.length > opts.limit && last
+      ? encodePageCursor(opts.secret, opts.scope, { k: opts.keyOf(last), id: last.id })
+      : null;
+  return { items: page.map(opts.toItem), next_page_id: next };
+};
+
+const timestampFilter = (description: string) =>
+  z
+    .string()
+    .refine((v) => parseIsoTimestamp(v) !== null, "must be an ISO 8601 timestamp (no zone means UTC)")
+    .transform((v) => parseIsoTimestamp(v)?.text ?? v)
+    .optional()
+    .openapi({ type: "string", format: "date-time", description, example: "2026-11-22T21:11:34.123456Z" });
+
+/** created_at__gte/lt and updated_at__gte/lt: the time windows of the conversation and start-task listings. */
+export const timeWindowQuery = {
+  created_at__gte: timestampFilter("Created at or after (inclusive); ISO 8601, no zone means UTC"),
+  created_at__lt: timestampFilter("Created before (exclusive)"),
+  updated_at__gte: timestampFilter("Updated at or after (inclusive)"),
+  updated_at__lt: timestampFilter("Updated before (exclusive)"),
 };

@@ -1,50 +1,27 @@
-import { z } from "@hono/zod-openapi";
 import {
   type ApiKey,
+  type ApiKeyRecord,
   type Conversation,
-  executionStatuses,
-  gitProviders,
+  type ConversationRecord,
+  errorBodySchema,
+  type OwnedSandbox,
+  type SandboxRecord,
+  type SandboxSpec,
+  type SandboxSpecRecord,
   type StartTask,
-  sandboxStatuses,
-  startTaskStatuses,
+  type StartTaskRecord,
   toHexId,
+  toMetricsSnapshot,
 } from "@tern/core";
 
 /**
- * The JSON records of responses (DESIGN, API contracts), with the functions that make them from
- * domain types. Ids are written as 32 hex characters, datetimes as ISO 8601 UTC ending in Z.
+ * The functions that make the JSON records of responses from domain types. The records' schemas
+ * are @tern/core's (apiKeyRecordSchema, startTaskRecordSchema, conversationRecordSchema): the
+ * same ones document the routes and type the SDK.
  */
-const hexId = z
-  .string()
-  .regex(/^[0-9a-f]{32}$/)
-  .openapi({ example: "0f8fad5bd9cb469fa16570867728950e" });
-const datetime = z.string().openapi({ format: "date-time", example: "2026-11-22T21:11:34.123456Z" });
 const hexOrNull = (id: string | null): string | null => (id === null ? null : toHexId(id));
 
-export const textContentSchema = z.object({ type: z.literal("text"), text: z.string() });
-
-export const errorSchema = z
-  .object({
-    error: z.object({
-      code: z.string().openapi({ example: "validation_failed" }),
-      message: z.string(),
-      details: z.unknown().optional(),
-    }),
-  })
-  .openapi("Error");
-
-export const apiKeyRecordSchema = z
-  .object({
-    id: hexId,
-    name: z.string().nullable(),
-    prefix: z.string().openapi({ description: "The first characters of the key, to tell keys apart" }),
-    created_at: datetime,
-    expires_at: datetime.nullable(),
-    last_used_at: datetime.nullable(),
-  })
-  .openapi("ApiKey");
-
-export const toApiKeyRecord = (k: ApiKey): z.infer<typeof apiKeyRecordSchema> => ({
+export const toApiKeyRecord = (k: ApiKey): ApiKeyRecord => ({
   id: toHexId(k.id),
   name: k.name,
   prefix: k.prefix,
@@ -53,40 +30,7 @@ export const toApiKeyRecord = (k: ApiKey): z.infer<typeof apiKeyRecordSchema> =>
   last_used_at: k.lastUsedAt,
 });
 
-export const startRequestSchema = z
-  .object({
-    title: z.string().nullable().optional(),
-    initial_message: z
-      .object({
-        role: z.literal("user"),
-        content: z.array(textContentSchema),
-        run: z.boolean().optional(),
-      })
-      .nullable()
-      .optional(),
-    llm_model: z.string().nullable().optional(),
-    selected_repository: z.string().nullable().optional(),
-    selected_branch: z.string().nullable().optional(),
-    git_provider: z.enum(gitProviders).nullable().optional(),
-  })
-  .openapi("StartRequest");
-
-export const startTaskRecordSchema = z
-  .object({
-    id: hexId,
-    created_by_user_id: hexId,
-    status: z.enum(startTaskStatuses),
-    detail: z.string().nullable(),
-    app_conversation_id: hexId.nullable(),
-    sandbox_id: hexId.nullable(),
-    agent_server_url: z.string().nullable(),
-    request: startRequestSchema,
-    created_at: datetime,
-    updated_at: datetime,
-  })
-  .openapi("StartTask");
-
-export const toStartTaskRecord = (t: StartTask): z.infer<typeof startTaskRecordSchema> => ({
+export const toStartTaskRecord = (t: StartTask): StartTaskRecord => ({
   id: toHexId(t.id),
   created_by_user_id: toHexId(t.userId),
   status: t.status,
@@ -99,59 +43,77 @@ export const toStartTaskRecord = (t: StartTask): z.infer<typeof startTaskRecordS
   updated_at: t.updatedAt,
 });
 
-export const conversationRecordSchema = z
-  .object({
-    id: hexId,
-    created_by_user_id: hexId,
-    title: z.string().nullable(),
-    sandbox_id: hexId.nullable(),
-    sandbox_status: z.enum(sandboxStatuses),
-    execution_status: z.enum(executionStatuses),
-    conversation_url: z.string().openapi({ format: "uri" }),
-    session_api_key: z.string(),
-    selected_repository: z.string().nullable(),
-    selected_branch: z.string().nullable(),
-    git_provider: z.enum(gitProviders).nullable(),
-    llm_model: z.string().nullable(),
-    metrics: z.record(z.string(), z.number()),
-    created_at: datetime,
-    updated_at: datetime,
-  })
-  .openapi("AppConversation");
-
-export const toConversationRecord = (c: Conversation, publicUrl: string): z.infer<typeof conversationRecordSchema> => ({
+export const toConversationRecord = (c: Conversation, publicUrl: string): ConversationRecord => ({
   id: toHexId(c.id),
   created_by_user_id: toHexId(c.userId),
   title: c.title,
   sandbox_id: hexOrNull(c.sandboxId),
   sandbox_status: c.sandboxStatus,
   execution_status: c.executionStatus,
-  conversation_url: `${publicUrl}/api/v1/conversation/${toHexId(c.id)}`,
+  // Where a person watches it: the live page (DESIGN.md), as the OpenHands docs example prints it.
+  conversation_url: `${publicUrl}/conversations/${toHexId(c.id)}`,
   session_api_key: c.sessionApiKey,
   selected_repository: c.selectedRepository,
   selected_branch: c.selectedBranch,
   git_provider: c.gitProvider,
   llm_model: c.llmModel,
-  metrics: c.metrics,
+  trigger: c.trigger,
+  pr_number: c.prNumber,
+  parent_conversation_id: hexOrNull(c.parentConversationId),
+  sub_conversation_ids: c.subConversationIds.map(toHexId),
+  public: c.public,
+  agent_type: c.agentType,
+  metrics: toMetricsSnapshot(c.metrics, c.llmModel),
   created_at: c.createdAt,
   updated_at: c.updatedAt,
 });
 
+/**
+ * OpenHands' SandboxInfo. The session key and exposed URLs are there only while it runs, as
+ * OpenHands clears them otherwise; ours publish no ports, so the list is empty then.
+ */
+export const toSandboxRecord = (s: OwnedSandbox): SandboxRecord => ({
+  id: toHexId(s.id),
+  created_by_user_id: hexOrNull(s.userId),
+  sandbox_spec_id: s.image,
+  status: s.status,
+  session_api_key: s.status === "RUNNING" ? s.sessionApiKey : null,
+  exposed_urls: s.status === "RUNNING" ? [] : null,
+  created_at: s.createdAt,
+});
+
+/** The directory every sandbox's workspace is in (the image's working directory). */
+const SANDBOX_WORKING_DIR = "/workspace";
+
+/** OpenHands' SandboxSpecInfo of an image this deployment offers. */
+export const toSandboxSpecRecord = (s: SandboxSpec): SandboxSpecRecord => ({
+  id: s.id,
+  command: null,
+  created_at: s.createdAt,
+  initial_env: {},
+  working_dir: SANDBOX_WORKING_DIR,
+});
+
+const errorContent = { "application/json": { schema: errorBodySchema } } as const;
+
+/** One error response for the OpenAPI document: the error body, under its own description. */
+export const errorResponse = (description: string) => ({ description, content: errorContent }) as const;
+
 /** Error responses every authenticated route may give, for the OpenAPI document. */
 export const errorResponses = {
-  400: { description: "Malformed request or page_id", content: { "application/json": { schema: errorSchema } } },
-  401: {
-    description: "No key, or an unknown, revoked or expired one",
-    content: { "application/json": { schema: errorSchema } },
-  },
-  422: {
-    description: "Validation failed; the message names the field",
-    content: { "application/json": { schema: errorSchema } },
+  400: { description: "Malformed request or page_id", content: errorContent },
+  401: { description: "No key, or an unknown, revoked or expired one", content: errorContent },
+  422: { description: "Validation failed; the message names the field", content: errorContent },
+  429: {
+    description:
+      "Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, " +
+      "RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers)",
+    content: errorContent,
   },
 } as const;
 
 export const notFoundResponse = {
-  404: { description: "Unknown, or not the caller's", content: { "application/json": { schema: errorSchema } } },
+  404: { description: "Unknown, or not the caller's", content: errorContent },
 } as const;
 
 /** Routes a conversation's session key may also call (its own conversation only). */

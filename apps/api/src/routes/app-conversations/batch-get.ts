@@ -1,9 +1,9 @@
-import { createRoute, z } from "@hono/zod-openapi";
-import { parseId } from "@tern/core";
-import { conversationsRepository } from "@tern/db";
+import { createRoute } from "@hono/zod-openapi";
+import { conversationRecordSchema } from "@tern/core";
+import { ownedConversations } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { idsQuery } from "../queries.ts";
-import { conversationRecordSchema, errorResponses, sessionReadableSecurity, toConversationRecord } from "../records.ts";
+import { batchSchema, idsQuery } from "../queries.ts";
+import { errorResponses, sessionReadableSecurity, toConversationRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
 const route = createRoute({
@@ -17,7 +17,7 @@ const route = createRoute({
   responses: {
     200: {
       description: "One entry per id asked",
-      content: { "application/json": { schema: z.array(conversationRecordSchema.nullable()) } },
+      content: { "application/json": { schema: batchSchema(conversationRecordSchema) } },
     },
     ...errorResponses,
   },
@@ -25,18 +25,9 @@ const route = createRoute({
 
 export const registerBatchGetConversations = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const principal = c.get("principal");
-    const wanted = c.req.valid("query").ids.map(parseId);
-    // A session key sees its own conversation and nothing else.
-    const allowed = (id: string | null): id is string =>
-      id !== null && (principal.kind !== "session" || id === principal.conversationId);
-    const found = await conversationsRepository(deps.db).findForUser(principal.userId, wanted.filter(allowed));
-    const byId = new Map(found.map((conv) => [conv.id, conv]));
+    const found = await ownedConversations(deps, c.get("principal"), c.req.valid("query").ids);
     return c.json(
-      wanted.map((id) => {
-        const conv = allowed(id) ? byId.get(id) : undefined;
-        return conv ? toConversationRecord(conv, deps.config.publicUrl) : null;
-      }),
+      found.map((conv) => (conv ? toConversationRecord(conv, deps.config.publicUrl) : null)),
       200,
     );
   });

@@ -1,9 +1,9 @@
-import { createRoute, z } from "@hono/zod-openapi";
-import { parseId } from "@tern/core";
-import { startTasksRepository } from "@tern/db";
+import { createRoute } from "@hono/zod-openapi";
+import { startTaskRecordSchema } from "@tern/core";
+import { ownedStartTasks } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { idsQuery } from "../queries.ts";
-import { errorResponses, startTaskRecordSchema, toStartTaskRecord } from "../records.ts";
+import { batchSchema, idsQuery } from "../queries.ts";
+import { errorResponses, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
 const route = createRoute({
@@ -15,7 +15,7 @@ const route = createRoute({
   responses: {
     200: {
       description: "One entry per id asked",
-      content: { "application/json": { schema: z.array(startTaskRecordSchema.nullable()) } },
+      content: { "application/json": { schema: batchSchema(startTaskRecordSchema) } },
     },
     ...errorResponses,
   },
@@ -23,16 +23,9 @@ const route = createRoute({
 
 export const registerBatchGetStartTasks = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const userId = c.get("principal").userId;
-    const wanted = c.req.valid("query").ids.map(parseId);
-    const ids = wanted.filter((id): id is string => id !== null);
-    const found = await startTasksRepository(deps.db).findForUser(userId, ids);
-    const byId = new Map(found.map((task) => [task.id, task]));
+    const found = await ownedStartTasks(deps, c.get("principal").userId, c.req.valid("query").ids);
     return c.json(
-      wanted.map((id) => {
-        const task = id === null ? undefined : byId.get(id);
-        return task ? toStartTaskRecord(task) : null;
-      }),
+      found.map((task) => (task ? toStartTaskRecord(task) : null)),
       200,
     );
   });

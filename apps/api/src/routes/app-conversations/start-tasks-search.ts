@@ -1,16 +1,50 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { startTasksRepository } from "@tern/db";
+import { parseId, startTaskRecordSchema } from "@tern/core";
+import { type StartTaskFilter, startTaskSortKey, startTaskSortOrders, startTasksRepository } from "@tern/db";
 import type { ApiDeps } from "../../deps.ts";
-import { newestFirstPage, pageQuery, pageSchema } from "../queries.ts";
-import { errorResponses, startTaskRecordSchema, toStartTaskRecord } from "../records.ts";
+import { pageQuery, pageSchema, sortedPage, timeWindowQuery } from "../queries.ts";
+import { errorResponses, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
+import { filterScope } from "./search-filter.ts";
 
-const route = createRoute({
+/** The filters the start-task search and count share. */
+const startTaskFilterQuery = {
+  conversation_id__eq: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({ description: "Tasks that made this conversation (app_conversation_id)" }),
+  ...timeWindowQuery,
+};
+
+/** Null when the filter can match nothing (a conversation id that is no id). */
+const toStartTaskFilter = (q: z.output<z.ZodObject<typeof startTaskFilterQuery>>): StartTaskFilter | null => {
+  const conversationId = q.conversation_id__eq === undefined ? undefined : parseId(q.conversation_id__eq);
+  if (conversationId === null) return null;
+  return {
+    conversationId,
+    createdAtGte: q.created_at__gte,
+    createdAtLt: q.created_at__lt,
+    updatedAtGte: q.updated_at__gte,
+    updatedAtLt: q.updated_at__lt,
+  };
+};
+
+const searchRoute = createRoute({
   method: "get",
   path: "/api/v1/app-conversations/start-tasks/search",
   tags: ["Start tasks"],
-  summary: "The caller's start tasks, newest first",
-  request: { query: z.object(pageQuery) },
+  summary: "The caller's start tasks, filtered and sorted (newest first by default)",
+  request: {
+    query: z.object({
+      ...startTaskFilterQuery,
+      sort_order: z
+        .enum(startTaskSortOrders)
+        .default("CREATED_AT_DESC")
+        .openapi({ description: "CREATED_AT_DESC when absent" }),
+      ...pageQuery,
+    }),
+  },
   responses: {
     200: {
       description: "A page",
@@ -20,17 +54,40 @@ const route = createRoute({
   },
 });
 
-export const registerSearchStartTasks = (router: Router, deps: ApiDeps) =>
-  router.openapi(route, async (c) => {
-    const { limit, page_id } = c.req.valid("query");
+const countRoute = createRoute({
+  method: "get",
+  path: "/api/v1/app-conversations/start-tasks/count",
+  tags: ["Start tasks"],
+  summary: "How many of the caller's start tasks match the filters (a bare integer)",
+  request: { query: z.object(startTaskFilterQuery) },
+  responses: {
+    200: { description: "The count", content: { "application/json": { schema: z.number().int().nonnegative() } } },
+    ...errorResponses,
+  },
+});
+
+export const registerSearchStartTasks = (router: Router, deps: ApiDeps) => {
+  router.openapi(searchRoute, async (c) => {
+    const query = c.req.valid("query");
+    const { limit, page_id, sort_order } = query;
     const userId = c.get("principal").userId;
-    const page = await newestFirstPage({
+    const filter = toStartTaskFilter(query);
+    if (!filter) return c.json({ items: [], next_page_id: null }, 200);
+    const page = await sortedPage({
       secret: deps.config.cursorSecret,
-      scope: `start-tasks:${userId}`,
+      scope: filterScope(["start-tasks", userId, sort_order, filter]),
       limit,
       pageId: page_id,
-      fetch: (after) => startTasksRepository(deps.db).searchForUser(userId, { limit, after }),
+      fetch: (after) =>
+        startTasksRepository(deps.db).searchForUser(userId, { limit, filter, order: sort_order, after }),
+      keyOf: (task) => startTaskSortKey(task, sort_order),
       toItem: toStartTaskRecord,
     });
     return c.json(page, 200);
   });
+  router.openapi(countRoute, async (c) => {
+    const filter = toStartTaskFilter(c.req.valid("query"));
+    if (!filter) return c.json(0, 200);
+    return c.json(await startTasksRepository(deps.db).countForUser(c.get("principal").userId, filter), 200);
+  });
+};

@@ -1,9 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { AppError, eventKinds, parseId } from "@tern/core";
-import { conversationsRepository, type EventFilter } from "@tern/db";
-import type { ApiDeps } from "../../deps.ts";
-import { parseIsoTimestamp } from "../../iso-timestamp.ts";
-import type { Principal } from "../../middleware/auth.ts";
+import { eventKinds, parseIsoTimestamp } from "@tern/core";
+import type { EventFilter } from "@tern/db";
 
 const timestampParam = (description: string) =>
   z
@@ -22,20 +19,6 @@ export const eventFilterQuery = {
 export const conversationParam = z.object({
   conversation_id: z.string().openapi({ description: "The conversation (app_conversation_id), 32 hex or uuid" }),
 });
-
-/**
- * The conversation the caller may read, or 404: unknown, malformed and another user's ids answer
- * alike; a session key reads only its own conversation.
- */
-export const readableConversationId = async (deps: ApiDeps, principal: Principal, raw: string): Promise<string> => {
-  const id = parseId(raw);
-  const notFound = new AppError("not_found", "No such conversation");
-  if (id === null) throw notFound;
-  if (principal.kind === "session" && principal.conversationId !== id) throw notFound;
-  const [conversation] = await conversationsRepository(deps.db).findForUser(principal.userId, [id]);
-  if (!conversation) throw notFound;
-  return id;
-};
 
 export const toEventFilter = (
   conversationId: string,

@@ -1,22 +1,13 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { eventToJson } from "@tern/core";
+import { eventSchema, eventToJson } from "@tern/core";
 import { type EventFilter, type EventOrder, eventsSearchRepository } from "@tern/db";
+import { ownedConversation } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
 import { pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
 import type { Router } from "../router.ts";
-import { conversationParam, eventFilterQuery, readableConversationId, toEventFilter } from "./filter.ts";
-
-const eventSchema = z
-  .object({
-    id: z.string(),
-    kind: z.string(),
-    source: z.string(),
-    timestamp: z.string().openapi({ format: "date-time" }),
-  })
-  .catchall(z.unknown())
-  .openapi("Event");
+import { conversationParam, eventFilterQuery, toEventFilter } from "./filter.ts";
 
 const route = createRoute({
   method: "get",
@@ -53,7 +44,11 @@ const cursorScope = (f: EventFilter, order: EventOrder) =>
 export const registerSearchEvents = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const query = c.req.valid("query");
-    const conversationId = await readableConversationId(deps, c.get("principal"), c.req.valid("param").conversation_id);
+    const { id: conversationId } = await ownedConversation(
+      deps,
+      c.get("principal"),
+      c.req.valid("param").conversation_id,
+    );
     const filter = toEventFilter(conversationId, query);
     const order: EventOrder = query.sort_order === "TIMESTAMP_DESC" ? "desc" : "asc";
     const scope = cursorScope(filter, order);
@@ -69,5 +64,5 @@ export const registerSearchEvents = (router: Router, deps: ApiDeps) =>
       page.hasMore && last
         ? encodePageCursor(deps.config.cursorSecret, scope, { t: last.timestamp, s: last.seq })
         : null;
-    return c.json({ items: page.events.map(eventToJson) as z.infer<typeof eventSchema>[], next_page_id: next }, 200);
+    return c.json({ items: page.events.map(eventToJson), next_page_id: next }, 200);
   });

@@ -1,15 +1,9 @@
 import { createRoute } from "@hono/zod-openapi";
-import { enqueueSandboxRemoval } from "@tern/queue";
+import { deleteConversation } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
-import {
-  conversationIdParam,
-  enqueueFailedResponse,
-  enqueueOr503,
-  ownedConversation,
-  successSchema,
-} from "./conversation.ts";
+import { conversationIdParam, enqueueFailedResponse, successSchema } from "./conversation.ts";
 
 const route = createRoute({
   method: "delete",
@@ -30,9 +24,6 @@ const route = createRoute({
 
 export const registerDeleteConversation = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const conversation = await ownedConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
-    if (conversation.sandboxStatus !== "MISSING") {
-      await enqueueOr503(deps, () => enqueueSandboxRemoval(deps.queues, conversation.id));
-    }
+    await deleteConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
     return c.json({ success: true }, 200);
   });

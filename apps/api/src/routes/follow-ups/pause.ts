@@ -1,9 +1,9 @@
 import { createRoute } from "@hono/zod-openapi";
-import { agentRunsRepository } from "@tern/db";
+import { pauseConversation } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
-import { conversationIdParam, ownedConversation, successSchema } from "./conversation.ts";
+import { conversationIdParam, successSchema } from "./conversation.ts";
 
 const route = createRoute({
   method: "post",
@@ -23,7 +23,6 @@ const route = createRoute({
 
 export const registerPause = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const conversation = await ownedConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
-    await agentRunsRepository(deps.db).requestPause(conversation.id);
+    await pauseConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
     return c.json({ success: true }, 200);
   });

@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { apiKeysRepository } from "@tern/db";
+import { apiKeyRecordSchema } from "@tern/core";
+import { listApiKeys } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { apiKeyRecordSchema, errorResponses, toApiKeyRecord } from "../records.ts";
+import { errorResponses, toApiKeyRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
 const route = createRoute({
@@ -17,6 +18,6 @@ const route = createRoute({
 
 export const registerListKeys = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const keys = await apiKeysRepository(deps.db).listForUser(c.get("principal").userId);
+    const keys = await listApiKeys(deps, c.get("principal").userId);
     return c.json(keys.map(toApiKeyRecord), 200);
   });

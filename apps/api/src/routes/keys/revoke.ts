@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { AppError, parseId, toHexId } from "@tern/core";
-import { apiKeysRepository } from "@tern/db";
+import { revokedApiKeySchema, toHexId } from "@tern/core";
+import { revokeApiKey } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
@@ -14,7 +14,7 @@ const route = createRoute({
   responses: {
     200: {
       description: "Revoked",
-      content: { "application/json": { schema: z.object({ id: z.string(), revoked: z.literal(true) }) } },
+      content: { "application/json": { schema: revokedApiKeySchema } },
     },
     ...errorResponses,
     ...notFoundResponse,
@@ -23,8 +23,6 @@ const route = createRoute({
 
 export const registerRevokeKey = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const id = parseId(c.req.valid("param").id);
-    const revoked = id !== null && (await apiKeysRepository(deps.db).revoke(c.get("principal").userId, id));
-    if (!revoked || id === null) throw new AppError("not_found", "No such API key");
+    const id = await revokeApiKey(deps, c.get("principal").userId, c.req.valid("param").id);
     return c.json({ id: toHexId(id), revoked: true as const }, 200);
   });

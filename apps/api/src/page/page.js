@@ -1,0 +1,254 @@
+// The conversation page (served by the API, no build step, no CDN). Every text from the API is put
+// on the page with textContent, never parsed as HTML: an event holding <script> stays text.
+
+(() => {
+  const STAGES = [
+    "WORKING",
+    "WAITING_FOR_SANDBOX",
+    "PREPARING_REPOSITORY",
+    "RUNNING_SETUP_SCRIPT",
+    "SETTING_UP_GIT_HOOKS",
+    "SETTING_UP_SKILLS",
+    "STARTING_CONVERSATION",
+    "READY",
+  ];
+  const FINAL = ["finished", "error", "stuck"];
+  let id = location.pathname.split("/").filter(Boolean)[1] || "";
+  let readOnly = false;
+  let stream = null;
+
+  const $ = (s) => document.getElementById(s);
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  };
+  const api = (path, init = {}) =>
+    fetch(path, {
+      credentials: "same-origin",
+      ...init,
+      headers: { "x-tern-page": "1", ...(init.body ? { "content-type": "application/json" } : {}) },
+    });
+  const errorText = async (res) => {
+    try {
+      const body = await res.json();
+      return body.detail || `HTTP ${res.status}`;
+    } catch {
+      return `HTTP ${res.status}`;
+    }
+  };
+
+  const showSignIn = (message) => {
+    $("main").hidden = true;
+    $("sign-in").hidden = false;
+    $("sign-out").hidden = true;
+    $("sign-in-error").textContent = message || "";
+  };
+
+  const renderStages = (status, detail) => {
+    const list = $("stages");
+    list.replaceChildren();
+    const at = STAGES.indexOf(status);
+    STAGES.forEach((s, i) => {
+      const li = el("li", "", s);
+      if (status === "ERROR") li.className = i === 0 ? "done" : "";
+      else if (i < at || status === "READY") li.className = "done";
+      else if (i === at) li.className = "current";
+      list.append(li);
+    });
+    if (status === "ERROR") {
+      list.append(el("li", "failed", "ERROR"));
+      $("start-detail").hidden = false;
+      $("start-detail").textContent = detail || "The start failed";
+    }
+  };
+
+  const setStatus = (value) => {
+    const badge = $("execution-status");
+    badge.textContent = value;
+    badge.className = `badge ${value}`;
+    if (FINAL.includes(value)) {
+      $("final-state").hidden = false;
+      $("final-state").textContent = `The agent stopped: ${value}`;
+    } else {
+      $("final-state").hidden = true;
+    }
+  };
+
+  const textOf = (content) =>
+    Array.isArray(content)
+      ? content
+          .map((c) => (c && typeof c.text === "string" ? c.text : ""))
+          .filter(Boolean)
+          .join("\n")
+      : typeof content === "string"
+        ? content
+        : "";
+
+  const diffBlock = (oldText, newText) => {
+    const pre = el("pre", "diff");
+    for (const line of String(oldText || "").split("\n")) if (oldText) pre.append(el("span", "del", `- ${line}`));
+    for (const line of String(newText || "").split("\n")) if (newText) pre.append(el("span", "add", `+ ${line}`));
+    return pre;
+  };
+
+  const renderEvent = (ev) => {
+    const box = el("article", `event ${ev.source || ""}`);
+    box.dataset.kind = ev.kind;
+    box.dataset.id = ev.id;
+    box.append(el("div", "meta", `${ev.kind} · ${ev.source || ""} · ${ev.timestamp || ""}`));
+    switch (ev.kind) {
+      case "MessageEvent": {
+        const m = ev.llm_message || {};
+        box.append(el("div", "text", textOf(m.content)));
+        break;
+      }
+      case "ActionEvent": {
+        const a = ev.action || {};
+        const thought = textOf(ev.thought);
+        if (thought) box.append(el("div", "text", thought));
+        if (ev.tool_name === "terminal" || a.command_line || (a.kind === "TerminalAction" && a.command)) {
+          box.append(el("pre", "command", `$ ${a.command}`));
+        } else if (ev.tool_name === "file_editor") {
+          box.append(el("div", "text", `${a.command || "edit"} ${a.path || ""}`));
+          if (a.command === "str_replace") box.append(diffBlock(a.old_str, a.new_str));
+          else if (a.command === "create") box.append(diffBlock("", a.file_text));
+          else if (a.command === "insert") box.append(diffBlock("", a.new_str));
+        } else if (ev.tool_name === "finish") {
+          box.append(el("div", "text", a.message || ""));
+        } else {
+          box.append(el("pre", "", JSON.stringify(a, null, 2)));
+        }
+        break;
+      }
+      case "ObservationEvent": {
+        const o = ev.observation || {};
+        if (o.kind === "TerminalObservation") box.append(el("div", "meta", `exit code ${o.exit_code}`));
+        box.append(el("pre", o.is_error ? "error" : "", textOf(o.content)));
+        break;
+      }
+      case "AgentErrorEvent":
+        box.classList.add("error");
+        box.append(el("div", "text", ev.error));
+        break;
+      case "ConversationStateUpdateEvent":
+        box.append(
+          el("div", "text", `${ev.key} → ${typeof ev.value === "string" ? ev.value : JSON.stringify(ev.value)}`),
+        );
+        if (ev.key === "execution_status") setStatus(ev.value);
+        break;
+      case "SystemPromptEvent": {
+        box.classList.add("system");
+        const d = el("details");
+        d.append(el("summary", "", "System prompt"));
+        d.append(el("pre", "", textOf(ev.system_prompt?.content ?? ev.system_prompt)));
+        box.append(d);
+        break;
+      }
+      default:
+        box.append(el("pre", "", JSON.stringify(ev, null, 2)));
+    }
+    $("events").append(box);
+    if (innerHeight + scrollY >= document.body.scrollHeight - 200) box.scrollIntoView({ block: "end" });
+  };
+
+  const followEvents = () => {
+    if (stream) stream.close();
+    // EventSource resumes by itself after a cut, sending the last id it saw (Last-Event-ID).
+    stream = new EventSource(`/api/v1/conversation/${id}/events/stream`);
+    stream.onmessage = (m) => renderEvent(JSON.parse(m.data));
+  };
+
+  const showConversation = (conv) => {
+    id = conv.id;
+    $("sign-in").hidden = true;
+    $("main").hidden = false;
+    $("sign-out").hidden = false;
+    document.title = `${conv.title} · tern`;
+    $("title").textContent = conv.title;
+    setStatus(conv.execution_status);
+    $("sandbox-status").textContent = `sandbox ${conv.sandbox_status}`;
+    renderStages("READY");
+    $("follow-up").hidden = readOnly;
+    $("read-only").hidden = !readOnly;
+    followEvents();
+  };
+
+  const followTask = (task) => {
+    $("sign-in").hidden = true;
+    $("main").hidden = false;
+    $("sign-out").hidden = false;
+    $("title").textContent = "Starting…";
+    renderStages(task.status, task.detail);
+    const tasks = new EventSource(`/api/v1/app-conversations/start-tasks/${task.id}/stream`);
+    tasks.onmessage = async (m) => {
+      const t = JSON.parse(m.data);
+      renderStages(t.status, t.detail);
+      if (t.status === "ERROR") tasks.close();
+      if (t.status === "READY") {
+        tasks.close();
+        history.replaceState(null, "", `/conversations/${t.app_conversation_id}`);
+        id = t.app_conversation_id;
+        await load();
+      }
+    };
+  };
+
+  const load = async () => {
+    const session = await (await api("/conversations/session")).json();
+    if (!session.signed_in) return showSignIn();
+    readOnly = session.read_only;
+    const res = await api(`/api/v1/app-conversations?ids=${encodeURIComponent(id)}`);
+    if (res.status === 401) return showSignIn(await errorText(res));
+    const [conv] = res.ok ? await res.json() : [null];
+    if (conv) return showConversation(conv);
+    if (!readOnly) {
+      const t = await api(`/api/v1/app-conversations/start-tasks?ids=${encodeURIComponent(id)}`);
+      const [task] = t.ok ? await t.json() : [null];
+      if (task) return followTask(task);
+    }
+    $("sign-in").hidden = true;
+    $("main").hidden = false;
+    $("title").textContent = "No such conversation (or not yours)";
+  };
+
+  const control = async (path, body) => {
+    $("control-error").textContent = "";
+    const res = await api(path, { method: "POST", body: body ? JSON.stringify(body) : undefined });
+    if (!res.ok) $("control-error").textContent = await errorText(res);
+    return res.ok;
+  };
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("sign-in-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const res = await api("/conversations/session", {
+        method: "POST",
+        body: JSON.stringify({ key: $("key").value.trim() }),
+      });
+      $("key").value = "";
+      if (!res.ok) return showSignIn(await errorText(res));
+      await load();
+    });
+    $("sign-out").addEventListener("click", async () => {
+      if (stream) stream.close();
+      await api("/conversations/session", { method: "DELETE" });
+      showSignIn();
+    });
+    $("follow-up").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const text = $("message").value;
+      if (!text.trim()) return;
+      const ok = await control(`/api/v1/conversation/${id}/events`, {
+        role: "user",
+        content: [{ type: "text", text }],
+        run: true,
+      });
+      if (ok) $("message").value = "";
+    });
+    $("pause").addEventListener("click", () => control(`/api/v1/conversation/${id}/pause`));
+    $("run").addEventListener("click", () => control(`/api/v1/conversation/${id}/run`));
+    load().catch((err) => showSignIn(String(err)));
+  });
+})();

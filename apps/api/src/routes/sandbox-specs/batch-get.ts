@@ -1,0 +1,34 @@
+import { createRoute } from "@hono/zod-openapi";
+import { sandboxSpecRecordSchema } from "@tern/core";
+import { listSandboxSpecs, offeredImages } from "@tern/services";
+import type { ApiDeps } from "../../deps.ts";
+import { batchSchema, idQuery } from "../queries.ts";
+import { errorResponses, toSandboxSpecRecord } from "../records.ts";
+import type { Router } from "../router.ts";
+
+const route = createRoute({
+  method: "get",
+  path: "/api/v1/sandbox-specs",
+  tags: ["Sandboxes"],
+  summary: "Sandbox specs by id (the image), in the order asked; null where this deployment offers none",
+  request: { query: idQuery },
+  responses: {
+    200: {
+      description: "One entry per id asked",
+      content: { "application/json": { schema: batchSchema(sandboxSpecRecordSchema) } },
+    },
+    ...errorResponses,
+  },
+});
+
+export const registerBatchGetSandboxSpecs = (router: Router, deps: ApiDeps) =>
+  router.openapi(route, async (c) => {
+    const specs = new Map((await listSandboxSpecs(deps, offeredImages(deps.config))).map((s) => [s.id, s]));
+    return c.json(
+      c.req.valid("query").id.map((id) => {
+        const spec = specs.get(id);
+        return spec ? toSandboxSpecRecord(spec) : null;
+      }),
+      200,
+    );
+  });

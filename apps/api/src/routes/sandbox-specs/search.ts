@@ -1,0 +1,40 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { sandboxSpecRecordSchema } from "@tern/core";
+import { listSandboxSpecs, offeredImages } from "@tern/services";
+import type { ApiDeps } from "../../deps.ts";
+import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
+import { pageQuery, pageSchema } from "../queries.ts";
+import { errorResponses, toSandboxSpecRecord } from "../records.ts";
+import type { Router } from "../router.ts";
+
+const route = createRoute({
+  method: "get",
+  path: "/api/v1/sandbox-specs/search",
+  tags: ["Sandboxes"],
+  summary: "The sandbox images this deployment offers",
+  description:
+    "SANDBOX_IMAGE first (what new sandboxes run), then those of SANDBOX_IMAGES (e.g. what older sandboxes still run).",
+  request: { query: z.object(pageQuery) },
+  responses: {
+    200: {
+      description: "A page",
+      content: { "application/json": { schema: pageSchema(sandboxSpecRecordSchema, "SandboxSpecInfoPage") } },
+    },
+    ...errorResponses,
+  },
+});
+
+// The list is the configuration's, short and fixed: a page's position is an index into it.
+const position = z.object({ i: z.number().int().nonnegative() });
+const SCOPE = "sandbox-specs";
+
+export const registerSearchSandboxSpecs = (router: Router, deps: ApiDeps) =>
+  router.openapi(route, async (c) => {
+    const { limit, page_id } = c.req.valid("query");
+    const from = page_id ? decodePageCursor(deps.config.cursorSecret, SCOPE, page_id, position).i : 0;
+    const specs = await listSandboxSpecs(deps, offeredImages(deps.config));
+    const page = specs.slice(from, from + limit);
+    const next =
+      from + limit < specs.length ? encodePageCursor(deps.config.cursorSecret, SCOPE, { i: from + limit }) : null;
+    return c.json({ items: page.map(toSandboxSpecRecord), next_page_id: next }, 200);
+  });

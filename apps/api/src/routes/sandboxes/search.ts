@@ -1,0 +1,38 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { sandboxRecordSchema } from "@tern/core";
+import { sandboxesRepository } from "@tern/db";
+import type { ApiDeps } from "../../deps.ts";
+import { newestFirstPage, pageQuery, pageSchema } from "../queries.ts";
+import { errorResponses, toSandboxRecord } from "../records.ts";
+import type { Router } from "../router.ts";
+
+const route = createRoute({
+  method: "get",
+  path: "/api/v1/sandboxes/search",
+  tags: ["Sandboxes"],
+  summary: "The caller's sandboxes, newest first",
+  description: "Every sandbox of the caller's start tasks, in any status (removed ones are MISSING).",
+  request: { query: z.object(pageQuery) },
+  responses: {
+    200: {
+      description: "A page",
+      content: { "application/json": { schema: pageSchema(sandboxRecordSchema, "SandboxPage") } },
+    },
+    ...errorResponses,
+  },
+});
+
+export const registerSearchSandboxes = (router: Router, deps: ApiDeps) =>
+  router.openapi(route, async (c) => {
+    const { limit, page_id } = c.req.valid("query");
+    const userId = c.get("principal").userId;
+    const page = await newestFirstPage({
+      secret: deps.config.cursorSecret,
+      scope: `sandboxes:${userId}`,
+      limit,
+      pageId: page_id,
+      fetch: (after) => sandboxesRepository(deps.db).searchForUser(userId, { limit, after }),
+      toItem: toSandboxRecord,
+    });
+    return c.json(page, 200);
+  });

@@ -1,0 +1,141 @@
+import { upgradeWebSocket } from "@hono/node-server";
+import { BadRequestError, eventToJson, parseId, UnavailableError } from "@tern/core";
+import type { EventPosition } from "@tern/db";
+import { ownedConversation, sendMessage } from "@tern/services";
+import type { Hono } from "hono";
+import { sql } from "kysely";
+import { z } from "zod";
+import type { ApiDeps } from "../../deps.ts";
+import type { AuthEnv } from "../../middleware/auth.ts";
+import { decodeEventCursor } from "./event-cursor.ts";
+import { createEventPump } from "./event-pump.ts";
+
+/** What a socket client may send: a user message, as OpenHands' agent-server socket takes it. */
+const incomingMessage = z.object({
+  role: z.literal("user").default("user"),
+  content: z.array(z.object({ type: z.literal("text"), text: z.string().min(1) })).min(1),
+  run: z.boolean().default(true),
+});
+
+/** The position of an event of the conversation named by its id (what a socket client saw last). */
+const positionOfEvent = async (deps: ApiDeps, conversationId: string, eventId: string): Promise<EventPosition> => {
+  const row = await deps.db
+    .selectFrom("events")
+    .select(["timestamp", "seq"])
+    .where("conversation_id", "=", conversationId)
+    .where("id", "=", eventId)
+    .executeTakeFirst();
+  if (!row) throw new BadRequestError("after: no event of this conversation has that id");
+  return { timestamp: row.timestamp, seq: row.seq };
+};
+
+/** The latest event's position (a socket without resend_all starts after it, as OpenHands' does). */
+const latestPosition = async (deps: ApiDeps, conversationId: string): Promise<EventPosition | null> => {
+  const row = await deps.db
+    .selectFrom("events")
+    .select(["timestamp", "seq"])
+    .where("conversation_id", "=", conversationId)
+    .orderBy(sql`"timestamp"`, "desc")
+    .orderBy("seq", "desc")
+    .limit(1)
+    .executeTakeFirst();
+  return row ? { timestamp: row.timestamp, seq: row.seq } : null;
+};
+
+/**
+ * `/sockets/events/{conversation_id}`: the conversation's events over a WebSocket, for clients of
+ * OpenHands' agent-server socket. Each message is one event's JSON. `resend_all=true` sends every
+ * stored event first (else only new ones); `after=<event id or stream id>` resumes after that event
+ * with no gap and no duplicate. A client may send a user message ({role, content, run}). Same
+ * bounded buffer, heartbeat (pings) and shutdown as the SSE stream; close code 1013 tells a slow
+ * client to resume with `after`.
+ */
+export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps) =>
+  app.get(
+    "/sockets/events/:conversation_id",
+    upgradeWebSocket(async (c) => {
+      const hub = deps.streams;
+      if (!hub || hub.closing) throw new UnavailableError("Event streams are not available on this process");
+      const principal = c.get("principal");
+      const conversation = await ownedConversation(deps, principal, c.req.param("conversation_id") ?? "");
+      const secret = deps.config.cursorSecret;
+      const afterRaw = c.req.query("after")?.trim();
+      const afterId = afterRaw ? parseId(afterRaw) : null;
+      const resendAll = c.req.query("resend_all") === "true";
+      const after = afterRaw
+        ? afterId
+          ? await positionOfEvent(deps, conversation.id, afterId)
+          : decodeEventCursor(secret, conversation.id, afterRaw, "after")
+        : null;
+
+      let pump: ReturnType<typeof createEventPump> | undefined;
+      let socket: { send: (d: string) => void; close: (code?: number, reason?: string) => void } | undefined;
+      let raw: { bufferedAmount: number; ping?: () => void } | undefined;
+      let timers: NodeJS.Timeout[] = [];
+      let untrack: () => unknown = () => undefined;
+      const stop = () => {
+        for (const t of timers) clearInterval(t);
+        timers = [];
+        untrack();
+        pump?.stop();
+      };
+      return {
+        async onOpen(_e, ws) {
+          socket = ws;
+          raw = ws.raw as typeof raw;
+          const buffer = deps.config.STREAM_BUFFER_BYTES;
+          const hasRoom = () => (raw?.bufferedAmount ?? 0) < buffer;
+          untrack = hub.track(() => {
+            stop();
+            ws.close(1001, "the server is stopping; reconnect with after=<last event id>");
+          });
+          // Subscribed (inside createEventPump) before the latest position is read: nothing falls between.
+          const created = createEventPump(
+            hub,
+            { conversationId: conversation.id },
+            after,
+            {
+              write: (event) => ws.send(JSON.stringify(eventToJson(event))),
+              hasRoom,
+              onSlowClient: () => {
+                stop();
+                ws.close(1013, "slow client: reconnect with after=<last event id>");
+              },
+              onError: (err) => {
+                deps.logger.warn({ err, conversation_id: conversation.id }, "event socket read failed");
+                stop();
+                ws.close(1011, "read failed: reconnect with after=<last event id>");
+              },
+            },
+            { slowClientMs: deps.config.STREAM_SLOW_CLIENT_MS },
+          );
+          pump = created;
+          if (!after && !resendAll) created.seek(await latestPosition(deps, conversation.id));
+          created.pull();
+          // The socket has no drain event here: while the buffer is full, look again shortly (no database read).
+          timers.push(setInterval(() => hasRoom() && created.pull(), 50));
+          timers.push(setInterval(() => raw?.ping?.(), deps.config.STREAM_HEARTBEAT_MS));
+        },
+        async onMessage(e) {
+          if (principal.kind !== "api_key") {
+            socket?.send(JSON.stringify({ kind: "error", detail: "A session key only reads this conversation" }));
+            return;
+          }
+          let parsed: z.infer<typeof incomingMessage>;
+          try {
+            parsed = incomingMessage.parse(JSON.parse(String(e.data)));
+          } catch {
+            socket?.send(
+              JSON.stringify({ kind: "error", detail: "Send {role: 'user', content: [{type: 'text', text}]}" }),
+            );
+            return;
+          }
+          await sendMessage(deps, principal, conversation.id, { content: parsed.content, run: parsed.run }).catch(
+            (err: Error) => socket?.send(JSON.stringify({ kind: "error", detail: err.message })),
+          );
+        },
+        onClose: stop,
+        onError: stop,
+      };
+    }),
+  );

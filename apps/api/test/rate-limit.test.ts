@@ -1,0 +1,150 @@
+import { createRedis } from "@tern/queue";
+import { issueApiKey } from "@tern/services";
+import { createConversationFixture, freePort } from "@tern/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../src/app.ts";
+import { budgetOf } from "../src/middleware/rate-limit.ts";
+import { startTestApi, type TestApi } from "./harness.ts";
+
+/** Per-key rate limits, counted in Redis: a general budget, and stricter ones for starts and messages. */
+let api: TestApi;
+
+const GENERAL = 8;
+const STARTS = 2;
+const MESSAGES = 3;
+
+beforeAll(async () => {
+  api = await startTestApi({
+    env: {
+      RATE_LIMIT_PER_MINUTE: String(GENERAL),
+      RATE_LIMIT_STARTS_PER_MINUTE: String(STARTS),
+      RATE_LIMIT_MESSAGES_PER_MINUTE: String(MESSAGES),
+    },
+  });
+});
+afterAll(async () => api?.close());
+
+const limitHeaders = (res: Response) => ({
+  limit: res.headers.get("ratelimit-limit"),
+  remaining: res.headers.get("ratelimit-remaining"),
+  reset: Number(res.headers.get("ratelimit-reset")),
+});
+
+const search = (key: string) => api.call("/api/v1/app-conversations/search", { key });
+const start = (key: string) => api.call("/api/v1/app-conversations", { method: "POST", key, json: {} });
+
+describe("the general budget", () => {
+  it("answers with the RateLimit headers, then 429 with Retry-After once the key spent it", async () => {
+    const { key } = await api.newUser();
+    for (let i = 1; i <= GENERAL; i++) {
+      const res = await search(key);
+      expect(res.status).toBe(200);
+      const h = limitHeaders(res);
+      expect(h).toMatchObject({ limit: String(GENERAL), remaining: String(GENERAL - i) });
+      expect(h.reset).toBeGreaterThan(0);
+      expect(h.reset).toBeLessThanOrEqual(60);
+    }
+    const refused = await search(key);
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(limitHeaders(refused)).toMatchObject({ limit: String(GENERAL), remaining: "0" });
+    const body = (await refused.json()) as { error: { code: string; message: string }; detail: string };
+    expect(body.error.code).toBe("rate_limited");
+    expect(body.detail).toMatch(/at most 8 requests per minute/);
+  });
+
+  it("is each key's own: another key of the same user still has its budget", async () => {
+    const { key, userId } = await api.newUser();
+    const second = await issueApiKey({ db: api.database.db, maxKeyLifetimeDays: 1 }, userId, { name: "second" });
+    for (let i = 0; i < GENERAL; i++) await search(key);
+    expect((await search(key)).status).toBe(429);
+    const other = await search(second.key);
+    expect(other.status).toBe(200);
+    expect(limitHeaders(other).remaining).toBe(String(GENERAL - 1));
+  });
+
+  it("counts in Redis under the deployment's prefix, so every API replica shares it", async () => {
+    const { key } = await api.newUser();
+    await search(key);
+    const keys = await api.redis.keys(`${api.prefix}:ratelimit:general:*`);
+    expect(keys.length).toBeGreaterThan(0);
+  });
+});
+
+describe("starts and messages", () => {
+  it("refuses starts past their own, stricter budget while reads still pass", async () => {
+    const { key } = await api.newUser();
+    for (let i = 1; i <= STARTS; i++) {
+      const res = await start(key);
+      expect(res.status).toBe(200);
+      expect(limitHeaders(res)).toMatchObject({ limit: String(STARTS), remaining: String(STARTS - i) });
+    }
+    const refused = await start(key);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(((await refused.json()) as { detail: string }).detail).toMatch(/at most 2 starts per minute/);
+    // The general budget is not spent: a read passes, and says what is left of it.
+    const read = await search(key);
+    expect(read.status).toBe(200);
+    expect(limitHeaders(read)).toMatchObject({ limit: String(GENERAL), remaining: String(GENERAL - STARTS - 2) });
+  });
+
+  it("refuses messages to the agent past their budget", async () => {
+    const { key, userId } = await api.newUser();
+    const { conversationId } = await createConversationFixture(api.database.db, { userId });
+    const send = () =>
+      api.call(`/api/v1/conversation/${conversationId}/events`, {
+        method: "POST",
+        key,
+        json: { role: "user", content: [{ type: "text", text: "hi" }] },
+      });
+    for (let i = 0; i < MESSAGES; i++) expect((await send()).status).toBe(200);
+    const refused = await send();
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { detail: string }).detail).toMatch(/at most 3 messages per minute/);
+  });
+
+  it("knows the start and message routes by path, those of later routes included", () => {
+    expect(budgetOf("POST", "/api/v1/app-conversations")).toBe("starts");
+    expect(budgetOf("POST", "/api/v1/app-conversations/stream-start")).toBe("starts");
+    expect(budgetOf("POST", "/api/v1/app-conversations/abc/send-message")).toBe("messages");
+    expect(budgetOf("POST", "/api/v1/conversation/abc/events")).toBe("messages");
+    expect(budgetOf("POST", "/api/v1/conversations/task-abc/pending-messages")).toBe("messages");
+    expect(budgetOf("GET", "/api/v1/app-conversations")).toBeNull();
+    expect(budgetOf("POST", "/api/v1/conversation/abc/pause")).toBeNull();
+  });
+});
+
+describe("with Redis down", () => {
+  it("neither fails requests nor stops limiting: each replica counts in its own memory", async () => {
+    // A connection to a port where nothing listens: never ready, as the producer's is while Redis is down.
+    const deadRedis = createRedis(`redis://127.0.0.1:${await freePort()}`, "producer", {
+      retryStrategy: () => null,
+      lazyConnect: true,
+    });
+    const app = createApp({
+      config: api.config,
+      db: api.database.db,
+      redis: deadRedis,
+      queues: api.queues,
+      logger: api.logger,
+      secretBox: api.secretBox,
+      keyUsage: api.keyUsage,
+      sandboxEvents: api.sandboxEvents,
+      workerAccess: api.workerAccess,
+    });
+    const { key } = await api.newUser();
+    const get = () => app.request("/api/v1/app-conversations/search", { headers: { authorization: `Bearer ${key}` } });
+    for (let i = 1; i <= GENERAL; i++) {
+      const res = await get();
+      expect(res.status).toBe(200);
+      expect(res.headers.get("ratelimit-remaining")).toBe(String(GENERAL - i));
+    }
+    const refused = await get();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).not.toBeNull();
+    deadRedis.disconnect();
+  });
+});
