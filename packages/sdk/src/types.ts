@@ -1,113 +1,67 @@
-/** The JSON records of the API (DESIGN, API contracts). Ids are 32 hex; datetimes ISO 8601 UTC. */
+import type { components, paths } from "./openapi.ts";
 
-export type StartTaskStatus =
-  | "WORKING"
-  | "WAITING_FOR_SANDBOX"
-  | "PREPARING_REPOSITORY"
-  | "RUNNING_SETUP_SCRIPT"
-  | "SETTING_UP_GIT_HOOKS"
-  | "SETTING_UP_SKILLS"
-  | "STARTING_CONVERSATION"
-  | "READY"
-  | "ERROR";
+/**
+ * Names for the API's records, all taken from the types generated from its OpenAPI document
+ * (src/openapi.ts): nothing here is typed by hand, so a change to a schema reaches the SDK with the
+ * next `pnpm --filter @tern/sdk generate`. Ids are 32 hex; datetimes ISO 8601 UTC.
+ */
+type Schemas = components["schemas"];
 
-export type ExecutionStatus =
-  | "idle"
-  | "running"
-  | "paused"
-  | "waiting_for_confirmation"
-  | "finished"
-  | "error"
-  | "stuck";
-export type SandboxStatus = "STARTING" | "RUNNING" | "PAUSED" | "ERROR" | "MISSING";
-export type EventKind =
-  | "MessageEvent"
-  | "ActionEvent"
-  | "ObservationEvent"
-  | "AgentErrorEvent"
-  | "SystemPromptEvent"
-  | "ConversationStateUpdateEvent"
-  | "PauseEvent";
-export type GitProvider = "github" | "gitlab" | "bitbucket";
+export type ApiKeyRecord = Schemas["ApiKey"];
+export type CreateApiKeyRequest = Schemas["CreateApiKeyRequest"];
+export type CreatedApiKey = Schemas["CreatedApiKey"];
+export type RevokedApiKey = Schemas["RevokedApiKey"];
+export type StartRequest = Schemas["StartRequest"];
+export type StartTask = Schemas["StartTask"];
+export type StartTaskPage = Schemas["StartTaskPage"];
+export type AppConversation = Schemas["AppConversation"];
+export type AppConversationPage = Schemas["AppConversationPage"];
+export type Event = Schemas["Event"];
+export type EventPage = Schemas["EventPage"];
+export type ErrorBody = Schemas["Error"];
+export type SandboxInfo = Schemas["SandboxInfo"];
+export type SandboxPage = Schemas["SandboxPage"];
+export type SandboxSpecInfo = Schemas["SandboxSpecInfo"];
+export type SandboxSpecInfoPage = Schemas["SandboxSpecInfoPage"];
+export type SkillResponse = Schemas["SkillResponse"];
+export type GetSkillsResponse = Schemas["GetSkillsResponse"];
+export type GetHooksResponse = Schemas["GetHooksResponse"];
+export type UserInfo = Schemas["UserInfo"];
+export type CreateUserRequest = Schemas["CreateUserRequest"];
+export type CreatedUser = Schemas["CreatedUser"];
+export type Secret = Schemas["Secret"];
+export type SecretList = Schemas["SecretList"];
+export type CreateSecretRequest = Schemas["CreateSecretRequest"];
+export type UpdateSecretRequest = Schemas["UpdateSecretRequest"];
+export type Settings = Schemas["Settings"];
+export type SettingsRequest = Schemas["SettingsRequest"];
+export type MetricsSnapshot = Schemas["MetricsSnapshot"];
+export type AppConversationUpdateRequest = Schemas["AppConversationUpdateRequest"];
+export type AppSendMessageRequest = Schemas["AppSendMessageRequest"];
+export type AppSendMessageResponse = Schemas["AppSendMessageResponse"];
+export type PendingMessageRequest = Schemas["PendingMessageRequest"];
+export type PendingMessageResponse = Schemas["PendingMessageResponse"];
+export type MessageContent = Schemas["MessageContent"];
+export type SendMessageRequest = Schemas["SendMessageRequest"];
 
-export interface ApiKeyRecord {
-  id: string;
-  name: string | null;
-  prefix: string;
-  created_at: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-}
+export type StartTaskStatus = StartTask["status"];
+export type ExecutionStatus = AppConversation["execution_status"];
+export type SandboxStatus = AppConversation["sandbox_status"];
+export type GitProvider = NonNullable<StartRequest["git_provider"]>;
+export type ErrorCode = ErrorBody["error"]["code"];
 
-export interface CreatedApiKey extends Omit<ApiKeyRecord, "last_used_at"> {
-  /** The key itself, shown this once. */
-  key: string;
-}
+type QueryOf<Path extends keyof paths> = paths[Path] extends { get: { parameters: { query?: infer Q } } }
+  ? NonNullable<Q>
+  : never;
 
-export interface StartRequest {
-  title?: string | null;
-  initial_message?: { role: "user"; content: { type: "text"; text: string }[]; run?: boolean } | null;
-  llm_model?: string | null;
-  selected_repository?: string | null;
-  selected_branch?: string | null;
-  git_provider?: GitProvider | null;
-}
-
-export interface StartTask {
-  id: string;
-  created_by_user_id: string;
-  status: StartTaskStatus;
-  detail: string | null;
-  app_conversation_id: string | null;
-  sandbox_id: string | null;
-  agent_server_url: string | null;
-  request: StartRequest;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface AppConversation {
-  id: string;
-  created_by_user_id: string;
-  title: string | null;
-  sandbox_id: string | null;
-  sandbox_status: SandboxStatus;
-  execution_status: ExecutionStatus;
-  conversation_url: string;
-  session_api_key: string;
-  selected_repository: string | null;
-  selected_branch: string | null;
-  git_provider: GitProvider | null;
-  llm_model: string | null;
-  metrics: Record<string, number>;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface Event {
-  id: string;
-  kind: EventKind;
-  source: "agent" | "user" | "environment";
-  timestamp: string;
-  [field: string]: unknown;
-}
-
-export interface Page<T> {
-  items: T[];
-  next_page_id: string | null;
-}
-
-export interface EventFilter {
-  kind__eq?: EventKind;
-  /** Inclusive; ISO 8601, no zone means UTC. */
-  timestamp__gte?: string;
-  /** Exclusive; ISO 8601, no zone means UTC. */
-  timestamp__lt?: string;
-}
-
-export interface EventSearch extends EventFilter {
-  sort_order?: "TIMESTAMP" | "TIMESTAMP_DESC";
-  /** 1..100, default 100. */
-  limit?: number;
-  page_id?: string;
-}
+export type EventFilter = QueryOf<"/api/v1/conversation/{conversation_id}/events/count">;
+export type EventSearch = QueryOf<"/api/v1/conversation/{conversation_id}/events/search">;
+export type EventKind = NonNullable<EventFilter["kind__eq"]>;
+/** `limit` (1..100) and `page_id` of the listings. */
+export type PageQuery = QueryOf<"/api/v1/sandboxes/search">;
+/** The conversation search's filters, sort_order and page. */
+export type ConversationSearch = QueryOf<"/api/v1/app-conversations/search">;
+export type ConversationFilter = QueryOf<"/api/v1/app-conversations/count">;
+/** The start-task search's filters, sort_order and page. */
+export type StartTaskSearch = QueryOf<"/api/v1/app-conversations/start-tasks/search">;
+export type StartTaskFilter = QueryOf<"/api/v1/app-conversations/start-tasks/count">;

@@ -1,14 +1,18 @@
-import { eventsRepository, startTasksRepository } from "@tern/db";
+import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS } from "@tern/core";
+import { conversationsRepository, eventsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
+import { createUserWithKey } from "@tern/services";
 import {
   createConversationFixture,
   createRedisPrefix,
   createTestDatabase,
-  createUserWithKey,
   deleteRedisPrefix,
   type ServiceProcess,
+  sampleEvent,
   startService,
   type TestDatabase,
+  waitFor,
 } from "@tern/testing";
+import { unzipSync } from "fflate";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, TernApiError } from "../src/index.ts";
 
@@ -17,7 +21,10 @@ let api: ServiceProcess;
 const prefix = createRedisPrefix();
 
 const newUser = async () => {
-  const { userId, key } = await createUserWithKey(database.db, { name: "sdk" });
+  const { userId, key } = await createUserWithKey(
+    { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
+    { name: "sdk" },
+  );
   return { userId, client: createClient({ baseUrl: api.url, apiKey: key }) };
 };
 
@@ -63,12 +70,11 @@ describe("sdk client against the real API", () => {
     const waiting = client.conversations
       .startAndWait({ title: "doomed" }, { intervalMs: 50, timeoutMs: 20_000 })
       .catch((e: unknown) => e);
-    let taskId: string | undefined;
-    while (!taskId) {
-      const rows = await database.db.selectFrom("start_tasks").select("id").where("user_id", "=", userId).execute();
-      taskId = rows[0]?.id;
-      if (!taskId) await new Promise((r) => setTimeout(r, 20));
-    }
+    const taskId = await waitFor(
+      async () =>
+        (await database.db.selectFrom("start_tasks").select("id").where("user_id", "=", userId).execute())[0]?.id,
+      { what: "the start task to be written", intervalMs: 20 },
+    );
     await startTasksRepository(database.db).markError(taskId, "PREPARING_REPOSITORY: no such branch 'nope'");
     const err = await waiting;
     expect(err).toBeInstanceOf(TernApiError);
@@ -78,11 +84,8 @@ describe("sdk client against the real API", () => {
   it("reads conversations and iterates every event, also with the session key", async () => {
     const { client, userId } = await newUser();
     const fixture = await createConversationFixture(database.db, { userId, title: "read me" });
-    const drafts = Array.from({ length: 250 }, (_, i) => ({
-      kind: i % 2 ? ("ActionEvent" as const) : ("MessageEvent" as const),
-      source: "agent" as const,
-      payload: { i },
-    }));
+    // Each event numbered by its history_seq.
+    const drafts = Array.from({ length: 250 }, (_, i) => sampleEvent(i % 2 ? "ActionEvent" : "MessageEvent", i));
     await eventsRepository(database.db).append(fixture.conversationId, drafts);
     const [conversation] = await client.conversations.get([fixture.conversationId]);
     expect(conversation?.title).toBe("read me");
@@ -90,7 +93,7 @@ describe("sdk client against the real API", () => {
 
     const seen: unknown[] = [];
     for await (const e of client.events.all(fixture.conversationId, { limit: 40, kind__eq: "ActionEvent" })) {
-      seen.push(e.i);
+      seen.push(e.kind === "ActionEvent" ? e.history_seq : e.kind);
     }
     expect(seen).toEqual(Array.from({ length: 125 }, (_, k) => 2 * k + 1));
     expect(await client.events.count(fixture.conversationId)).toBe(250);
@@ -98,5 +101,43 @@ describe("sdk client against the real API", () => {
     const session = createClient({ baseUrl: api.url, sessionApiKey: conversation?.session_api_key });
     expect(await session.events.count(fixture.conversationId, { kind__eq: "MessageEvent" })).toBe(125);
     expect(await session.keys.list().catch((e: TernApiError) => e.status)).toBe(401);
+  });
+
+  it("reads sandboxes, sandbox specs, a conversation's skills, hooks and trajectory; commands on a removed sandbox are 410", async () => {
+    const { client, userId } = await newUser();
+    const fixture = await createConversationFixture(database.db, { userId });
+    const sandbox = await sandboxesRepository(database.db).upsert({
+      name: `tern-sdk-test-${fixture.taskId}`,
+      image: "tern-sandbox:latest",
+      startTaskId: fixture.taskId,
+      conversationId: fixture.conversationId,
+      status: "MISSING",
+    });
+    await conversationsRepository(database.db).setSandbox(fixture.conversationId, sandbox.id);
+    await eventsRepository(database.db).append(fixture.conversationId, [sampleEvent("MessageEvent", 1)]);
+    const hex = sandbox.id.replaceAll("-", "");
+
+    const page = await client.sandboxes.search({ limit: 10 });
+    expect(page.items.map((s) => [s.id, s.status, s.sandbox_spec_id])).toEqual([
+      [hex, "MISSING", "tern-sandbox:latest"],
+    ]);
+    expect(await client.sandboxes.get([hex, "nope"])).toEqual([page.items[0], null]);
+    await expect(client.sandboxes.pause(hex)).rejects.toMatchObject({ status: 410, code: "gone" });
+    await expect(client.sandboxes.resume(hex)).rejects.toMatchObject({ status: 410, code: "gone" });
+    expect(await client.sandboxes.remove(hex)).toEqual({ success: true });
+    await expect(client.conversations.readFile(fixture.conversationId, "README.md")).rejects.toMatchObject({
+      status: 410,
+    });
+
+    const specs = await client.sandboxSpecs.search();
+    expect(specs.items.map((s) => s.id)).toEqual(["tern-sandbox:latest"]);
+    expect(await client.sandboxSpecs.get(["tern-sandbox:latest", "x"])).toEqual([specs.items[0], null]);
+
+    expect(await client.conversations.skills(fixture.conversationId)).toEqual({ skills: [] });
+    expect(await client.conversations.hooks(fixture.conversationId)).toEqual({ hooks: [] });
+    const files = unzipSync(await client.conversations.download(fixture.conversationId));
+    expect(Object.keys(files)).toHaveLength(2);
+    expect(Object.keys(files)[0]).toBe("meta.json");
+    await expect(client.conversations.download(fixture.taskId)).rejects.toMatchObject({ status: 404 });
   });
 });

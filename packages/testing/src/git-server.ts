@@ -9,10 +9,18 @@ import { promisify } from "node:util";
 const run = promisify(execFile);
 
 export interface GitServerOptions {
-  /** Address to listen on: the sandbox network's gateway, so containers reach it. */
+  /** Address to listen on: where sandboxes reach this host (`prepareTestSandboxes`), so they can clone. */
   host: string;
-  /** When set, every request needs HTTP Basic auth whose password is this token. */
+  /** When set, every request needs HTTP Basic auth whose password is this token (or one of `repoTokens`). */
   token?: string;
+  /**
+   * Tokens that read (and, with `receivePack`, write) only the repositories listed, as `owner/repo`
+   * (`owner/repo:read`: read only, a push is 403). Another repository answers such a token 404, as
+   * GitHub answers for a private repository one cannot see.
+   */
+  repoTokens?: Record<string, string[]>;
+  /** Accept pushes (git-receive-pack), from any authorized token. */
+  receivePack?: boolean;
 }
 
 export interface FixtureRepoOptions {
@@ -27,6 +35,8 @@ export interface GitServer {
   root: string;
   /** One line per request: method, path, and whether it carried the right token. */
   requests: string[];
+  /** `git show` in a bare repository: a file at a revision (`branch:path`), or null when there is none. */
+  show: (name: string, spec: string) => Promise<string | null>;
   /** A bare repository `owner/repo` with `files` committed on the default branch (and `branches`). */
   createFixtureRepo: (name: string, files: Record<string, string>, opts?: FixtureRepoOptions) => Promise<void>;
   close: () => Promise<void>;
@@ -54,16 +64,34 @@ const writeFiles = async (dir: string, files: Record<string, string>) => {
   }
 };
 
-const authorized = (req: IncomingMessage, token: string | undefined): boolean => {
-  if (!token) return true;
+/** The repository a request is for (`owner/repo`), from a path such as `/owner/repo.git/info/refs`. */
+const repositoryOf = (url: string): string => {
+  const path = decodeURIComponent(new URL(url, "http://x").pathname).replace(/^\/+/, "");
+  const i = path.indexOf(".git/");
+  return i < 0 ? path.replace(/\.git$/, "") : path.slice(0, i);
+};
+
+/**
+ * "ok", "unauthorized" (no token, or one the server does not know: 401), "hidden" (a token without
+ * access: 404) or "read-only" (a push with a token that only reads: 403).
+ */
+const authorize = (req: IncomingMessage, opts: GitServerOptions): "ok" | "unauthorized" | "hidden" | "read-only" => {
+  if (!opts.token && !opts.repoTokens) return "ok";
   const header = req.headers.authorization ?? "";
-  if (!header.startsWith("Basic ")) return false;
+  if (!header.startsWith("Basic ")) return "unauthorized";
   const decoded = Buffer.from(header.slice(6), "base64").toString("utf8");
-  return decoded.slice(decoded.indexOf(":") + 1) === token;
+  const password = decoded.slice(decoded.indexOf(":") + 1);
+  if (opts.token && password === opts.token) return "ok";
+  const repos = opts.repoTokens?.[password];
+  if (!repos) return "unauthorized";
+  const repo = repositoryOf(req.url ?? "/");
+  if (repos.includes(repo)) return "ok";
+  if (!repos.includes(`${repo}:read`)) return "hidden";
+  return (req.url ?? "").includes("git-receive-pack") ? "read-only" : "ok";
 };
 
 /** Smart HTTP through `git http-backend` (CGI): the real protocol a clone in a sandbox speaks. */
-const serveCgi = (root: string, req: IncomingMessage, res: ServerResponse) => {
+const serveCgi = (root: string, req: IncomingMessage, res: ServerResponse, receivePack: boolean) => {
   const url = new URL(req.url ?? "/", "http://x");
   const child = spawn("git", ["http-backend"], {
     // Its stderr is not read: ignored, so a chatty backend never blocks on a full pipe.
@@ -73,6 +101,9 @@ const serveCgi = (root: string, req: IncomingMessage, res: ServerResponse) => {
       GIT_PROJECT_ROOT: root,
       GIT_HTTP_EXPORT_ALL: "1",
       GIT_CONFIG_NOSYSTEM: "1",
+      GIT_CONFIG_COUNT: "1",
+      GIT_CONFIG_KEY_0: "http.receivepack",
+      GIT_CONFIG_VALUE_0: receivePack ? "true" : "false",
       HOME: root,
       PATH_INFO: decodeURIComponent(url.pathname),
       REQUEST_METHOD: req.method ?? "GET",
@@ -124,14 +155,24 @@ export const startGitServer = async (opts: GitServerOptions): Promise<GitServer>
   const root = await mkdtemp(join(tmpdir(), "tern-git-"));
   const requests: string[] = [];
   const server = createServer((req, res) => {
-    const ok = authorized(req, opts.token);
-    requests.push(`${req.method} ${req.url} ${ok ? "authorized" : "unauthorized"}`);
-    if (!ok) {
+    const verdict = authorize(req, opts);
+    requests.push(`${req.method} ${req.url} ${verdict === "ok" ? "authorized" : verdict}`);
+    if (verdict === "unauthorized") {
       res.writeHead(401, { "WWW-Authenticate": 'Basic realm="fixture"' });
       res.end("unauthorized\n");
       return;
     }
-    serveCgi(root, req, res);
+    if (verdict === "read-only") {
+      res.writeHead(403);
+      res.end("Write access to repository not granted.\n");
+      return;
+    }
+    if (verdict === "hidden") {
+      res.writeHead(404);
+      res.end("Repository not found.\n");
+      return;
+    }
+    serveCgi(root, req, res, opts.receivePack ?? false);
   });
   server.listen(0, opts.host);
   await once(server, "listening");
@@ -142,6 +183,14 @@ export const startGitServer = async (opts: GitServerOptions): Promise<GitServer>
     url: `http://${opts.host}:${port}`,
     root,
     requests,
+    async show(name, spec) {
+      try {
+        const r = await run("git", ["--git-dir", join(root, `${name}.git`), "show", spec]);
+        return r.stdout;
+      } catch {
+        return null;
+      }
+    },
     async createFixtureRepo(name, files, repoOpts = {}) {
       const defaultBranch = repoOpts.defaultBranch ?? "main";
       const bare = join(root, `${name}.git`);

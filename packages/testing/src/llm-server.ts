@@ -265,12 +265,14 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     clear: () => void queue.splice(0),
     workerEnv: (provider) =>
       provider === "none"
-        ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "" }
+        ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "", LLM_MODELS: "" }
         : {
             LLM_PROVIDER: provider,
             LLM_BASE_URL: provider === "openai" ? `${url}/v1` : url,
             LLM_API_KEY: "test-key",
             LLM_MODEL: provider === "openai" ? "gpt-test" : "claude-test",
+            // The scripted server answers as any model: a test's llm_model is the operator's to allow.
+            LLM_MODELS: "*",
           },
     close: async () => {
       server.closeAllConnections();

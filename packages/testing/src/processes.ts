@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { testSecretsKey } from "./secret-box.ts";
 
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -21,54 +22,91 @@ export interface ServiceProcess {
   pid: number;
   /** Base URL, for the API. */
   url: string;
-  /** Everything the process printed so far (stdout and stderr). */
+  /** What the process printed so far (stdout and stderr; the last few MiB). Complete once `exited`. */
   output: () => string;
   /** SIGTERM and wait for the exit; resolves to the exit code. */
   stop: () => Promise<number | null>;
   /** SIGKILL: a crash, nothing handed back. */
   kill: () => Promise<void>;
+  /** Resolves to the exit code once the process is gone and its output read to the end. */
   exited: Promise<number | null>;
 }
 
-/** Spawns an app's main.ts (api, worker) with `env` on top of this process's environment. */
+/**
+ * Workers in tests run on the main engine, whose data root may not hold a disk limit, and share
+ * one sandbox network whose egress rules each worker would replace with its own git server's port.
+ * The containment tests run theirs on an engine of their own (ensureTestEngine) with both on.
+ */
+export const containmentOptOut = { SANDBOX_DISK_ENFORCE: "false", SANDBOX_EGRESS_ENFORCE: "false" } as const;
+
+/** Output kept per process: a long-running API logs a line per request (the bench sends thousands). */
+const MAX_OUTPUT_CHARS = 4 * 1024 * 1024;
+
+/**
+ * Spawns an app's main.ts (api, worker) with `env` on top of this process's environment, and
+ * returns once it is ready: its runtime sends "ready" over the IPC channel when its start is
+ * done (a state, not a log line to look for).
+ */
 export const startService = async (
   app: "api" | "worker",
   env: Record<string, string>,
-  opts: { waitFor?: RegExp; timeoutMs?: number } = {},
+  /** compiled: runs apps/<app>/dist/main.js as production does (after `pnpm build`), not the source through tsx. */
+  opts: { timeoutMs?: number; compiled?: boolean } = {},
 ): Promise<ServiceProcess> => {
   const port = app === "api" ? (env.PORT ?? String(await freePort())) : "0";
-  const child = spawn(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+  // Workers' own HTTP servers on any free loopback port: several run at once, and the API finds them in Redis.
+  const workerHttp = app === "worker" ? { WORKER_HTTP_PORT: "0", WORKER_HTTP_HOST: "127.0.0.1" } : {};
+  const entry = opts.compiled
+    ? ["--conditions=tern-dist", `apps/${app}/dist/main.js`]
+    : ["--import", "tsx", `apps/${app}/src/main.ts`];
+  const child = spawn(process.execPath, entry, {
     cwd: repoRoot,
-    env: { ...process.env, LOG_LEVEL: "info", ...env, PORT: port, HOST: "127.0.0.1" },
-    stdio: ["ignore", "pipe", "pipe"],
+    env: {
+      ...process.env,
+      LOG_LEVEL: "info",
+      SECRETS_KEY: testSecretsKey,
+      ...workerHttp,
+      ...(app === "worker" ? containmentOptOut : {}),
+      ...env,
+      PORT: port,
+      HOST: "127.0.0.1",
+    },
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
   });
   let out = "";
-  child.stdout?.on("data", (d) => {
+  const append = (d: Buffer) => {
     out += d;
+    if (out.length > MAX_OUTPUT_CHARS) out = out.slice(-MAX_OUTPUT_CHARS / 2);
+  };
+  child.stdout?.on("data", append);
+  child.stderr?.on("data", append);
+  // "close", not "exit": it comes once stdout and stderr are read to the end.
+  const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+  const ready = new Promise<void>((resolve) => {
+    child.on("message", (message) => {
+      if (message === "ready") resolve();
+    });
   });
-  child.stderr?.on("data", (d) => {
-    out += d;
-  });
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const url = `http://127.0.0.1:${port}`;
-  const waitFor = opts.waitFor ?? (app === "api" ? /"msg":"api listening"/ : /"msg":"worker ready"/);
-  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
-  let done = false;
-  exited.then(() => {
-    done = true;
-  });
-  while (!waitFor.test(out)) {
-    if (done) throw new Error(`${app} exited before it was ready:\n${out}`);
-    if (Date.now() > deadline) {
-      child.kill("SIGKILL");
-      throw new Error(`${app} was not ready in time:\n${out}`);
-    }
-    await new Promise((r) => setTimeout(r, 25));
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    ready.then(() => "ready" as const),
+    exited.then(() => "exited" as const),
+    new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), timeoutMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (outcome === "exited") throw new Error(`${app} exited before it was ready:\n${out}`);
+  if (outcome === "late") {
+    child.kill("SIGKILL");
+    await exited;
+    throw new Error(`${app} was not ready within ${timeoutMs} ms:\n${out}`);
   }
   return {
     child,
     pid: child.pid ?? 0,
-    url,
+    url: `http://127.0.0.1:${port}`,
     output: () => out,
     exited,
     stop: async () => {

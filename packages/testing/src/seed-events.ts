@@ -1,4 +1,4 @@
-import { type EventKind, eventKinds, generateSessionApiKey, newId } from "@tern/core";
+import { type EventDraftOf, type EventKind, eventKinds, generateSessionApiKey, newEvent, newId } from "@tern/core";
 import { conversationsRepository, type Database, startTasksRepository, usersRepository } from "@tern/db";
 import { type Kysely, sql } from "kysely";
 
@@ -36,6 +36,40 @@ export const createConversationFixture = async (
   return { userId, taskId: task.id, conversationId, sessionApiKey };
 };
 
+const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
+  MessageEvent: (n) => newEvent.agentMessage(`event ${n}`, { llm_response_id: `response-${n}`, history_seq: n }),
+  ActionEvent: (n) =>
+    newEvent.action({
+      tool_name: "terminal",
+      tool_call_id: `call-${n}`,
+      thought: [],
+      action: { kind: "TerminalAction", command: `echo ${n}` },
+      tool_call: { id: `call-${n}`, name: "terminal", arguments: JSON.stringify({ command: `echo ${n}` }) },
+      llm_response_id: `response-${n}`,
+      history_seq: n,
+    }),
+  ObservationEvent: (n) =>
+    newEvent.observation({
+      tool_name: "terminal",
+      tool_call_id: `call-${n}`,
+      action_id: `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`,
+      observation: {
+        kind: "TerminalObservation",
+        command: `echo ${n}`,
+        exit_code: 0,
+        content: [{ type: "text", text: `${n}\n[The command exited with code 0.]` }],
+        is_error: false,
+      },
+    }),
+  AgentErrorEvent: (n) => newEvent.agentError(`error ${n}`),
+  SystemPromptEvent: (n) => newEvent.systemPrompt(`You are test agent ${n}.`, []),
+  ConversationStateUpdateEvent: () => newEvent.executionStatus("running"),
+  PauseEvent: () => newEvent.pause(),
+};
+
+/** A small, valid event of `kind` numbered `n` (its ids and texts say n), as the agent or the user writes it. */
+export const sampleEvent = <K extends EventKind>(kind: K, n: number): EventDraftOf<K> => sampleEvents[kind](n);
+
 export interface SeedEventsOptions {
   /** Kinds assigned round-robin by sequence number (default: every known kind). */
   kinds?: readonly EventKind[];
@@ -57,6 +91,7 @@ export const seedEvents = async (
   opts: SeedEventsOptions = {},
 ): Promise<void> => {
   const kinds = opts.kinds ?? eventKinds;
+  const samples = kinds.map((k) => sampleEvent(k, 0));
   const step = opts.stepMicros ?? 1000;
   const batch = opts.batchSize ?? 200_000;
   for (let done = 0; done < count; done += batch) {
@@ -72,14 +107,15 @@ export const seedEvents = async (
       `.execute(trx);
       const head = rows[0];
       if (!head) throw new Error(`conversation ${conversationId} does not exist`);
+      // Kinds round-robin by sequence number, each with a sample of its own payload and source.
       await sql`
         insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
         select ${conversationId}::uuid, ${head.first_seq}::bigint + i, gen_random_uuid(),
-               (${sql.val(kinds)}::text[])[1 + ((${head.first_seq}::bigint + i) % ${kinds.length})],
-               case when i % 3 = 0 then 'user' when i % 3 = 1 then 'agent' else 'environment' end,
+               (${sql.val(kinds)}::text[])[1 + k], (${sql.val(samples.map((d) => d.source))}::text[])[1 + k],
                ${head.base}::timestamptz + i * ${step}::int * interval '1 microsecond',
-               jsonb_build_object('n', ${head.first_seq}::bigint + i)
-        from generate_series(0, ${n - 1}) as i
+               ${JSON.stringify(samples.map((d) => d.payload))}::jsonb -> k
+        from generate_series(0, ${n - 1}) as i,
+             lateral (select ((${head.first_seq}::bigint + i) % ${kinds.length})::int as k) as pick
       `.execute(trx);
     });
   }

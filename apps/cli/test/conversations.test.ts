@@ -1,0 +1,145 @@
+import { spawn, spawnSync } from "node:child_process";
+import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS, newEvent, toHexId } from "@tern/core";
+import { eventsRepository } from "@tern/db";
+import { createUserWithKey } from "@tern/services";
+import {
+  createConversationFixture,
+  createRedisPrefix,
+  createTestDatabase,
+  deleteRedisPrefix,
+  repoRoot,
+  type ServiceProcess,
+  sampleEvent,
+  startService,
+  type TestDatabase,
+  waitFor,
+} from "@tern/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** The client commands as a user runs them (`pnpm --silent cli ...`), against a real API process. */
+let database: TestDatabase;
+let api: ServiceProcess;
+let key: string;
+let userId: string;
+const prefix = createRedisPrefix();
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
+  ({ key, userId } = await createUserWithKey(
+    { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
+    { name: "cli" },
+  ));
+}, 60_000);
+afterAll(async () => {
+  await api?.stop();
+  await database?.drop();
+  await deleteRedisPrefix(prefix);
+});
+
+const env = () => ({ ...process.env, TERN_API_URL: api.url, TERN_API_KEY: key });
+const cli = (args: string[]) =>
+  spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+    cwd: repoRoot,
+    env: env(),
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+
+/** A CLI run in the background, for `watch`: its output so far and its exit code once it ends. */
+const cliInBackground = (args: string[]) => {
+  const child = spawn(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+    cwd: repoRoot,
+    env: env(),
+  });
+  const out = { stdout: "", stderr: "" };
+  child.stdout.on("data", (d) => {
+    out.stdout += d;
+  });
+  child.stderr.on("data", (d) => {
+    out.stderr += d;
+  });
+  const exited = new Promise<number | null>((r) => child.once("close", (code) => r(code)));
+  return { out, exited, kill: () => child.kill("SIGKILL") };
+};
+
+describe("cli conversations / events / diff", () => {
+  it("conversations start prints the start task's id", () => {
+    const res = cli(["conversations", "start", "--repo", "acme/widgets", "Fix the bug"]);
+    expect(res.status, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/^[0-9a-f]{32}\n$/);
+  });
+
+  it("conversations list and events [--kind] print the caller's conversations and events", async () => {
+    const { conversationId } = await createConversationFixture(database.db, { userId, title: "Listed one" });
+    await eventsRepository(database.db).append(conversationId, [
+      newEvent.userMessage([{ type: "text", text: "hello there" }]),
+      sampleEvent("ActionEvent", 1),
+    ]);
+    const list = cli(["conversations", "list"]);
+    expect(list.status, list.stderr).toBe(0);
+    expect(list.stdout).toContain(toHexId(conversationId));
+    expect(list.stdout).toContain("Listed one");
+
+    const all = cli(["events", toHexId(conversationId)]);
+    expect(all.status, all.stderr).toBe(0);
+    expect(all.stdout).toContain("hello there");
+    expect(all.stdout).toContain("$ echo 1");
+    const actions = cli(["events", toHexId(conversationId), "--kind", "ActionEvent", "--json"]);
+    expect(
+      actions.stdout
+        .trim()
+        .split("\n")
+        .map((l) => (JSON.parse(l) as { kind: string }).kind),
+    ).toEqual(["ActionEvent"]);
+  });
+
+  it("conversations watch follows the events until the agent stops: exit 0 when finished", async () => {
+    const { conversationId } = await createConversationFixture(database.db, { userId });
+    const events = eventsRepository(database.db);
+    // An earlier run that finished, then a new one: the old "finished" is history, not the end.
+    await events.append(conversationId, [newEvent.executionStatus("finished"), newEvent.executionStatus("running")]);
+    const watch = cliInBackground(["conversations", "watch", toHexId(conversationId)]);
+    await waitFor(() => watch.out.stdout.includes("execution_status = running"), { what: "the history" });
+    await events.append(conversationId, [sampleEvent("ActionEvent", 7)]);
+    await waitFor(() => watch.out.stdout.includes("$ echo 7"), { what: "the live event" });
+    await events.append(conversationId, [newEvent.executionStatus("finished")]);
+    expect(await watch.exited).toBe(0);
+    expect(watch.out.stderr).toContain("the agent stopped: finished");
+  });
+
+  it("conversations watch exits 1 when the agent errs", async () => {
+    const { conversationId } = await createConversationFixture(database.db, { userId });
+    const watch = cliInBackground(["conversations", "watch", toHexId(conversationId)]);
+    await waitFor(() => watch.out.stderr.includes("[watch]"), { what: "watch to start" });
+    await eventsRepository(database.db).append(conversationId, [
+      newEvent.agentError("the model is unreachable"),
+      newEvent.executionStatus("error"),
+    ]);
+    expect(await watch.exited).toBe(1);
+    expect(watch.out.stdout).toContain("the model is unreachable");
+  });
+
+  it("conversations watch on a start task id shows its stages and exits 1 at ERROR", async () => {
+    const task = cli(["conversations", "start", "Fix it"]);
+    const taskId = task.stdout.trim();
+    const watch = cliInBackground(["conversations", "watch", taskId]);
+    await waitFor(() => watch.out.stderr.includes("[start] WORKING"), { what: "the first stage" });
+    await database.db
+      .updateTable("start_tasks")
+      .set({ status: "ERROR", detail: "no such repository" })
+      .where("id", "=", taskId.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, "$1-$2-$3-$4-$5"))
+      .execute();
+    expect(await watch.exited).toBe(1);
+    expect(watch.out.stderr).toContain("[start] ERROR: no such repository");
+  });
+
+  it("diff of a conversation without a sandbox says why and exits 1; a bad call exits 64", () => {
+    return createConversationFixture(database.db, { userId }).then(({ conversationId }) => {
+      const res = cli(["diff", toHexId(conversationId)]);
+      expect(res.status).toBe(1);
+      expect(res.stderr).toMatch(/410 gone/);
+      expect(cli(["diff"]).status).toBe(64);
+    });
+  });
+});

@@ -1,0 +1,108 @@
+import { newEvent, newId, type Skill, type StoredEvent, type SystemPromptTool } from "@tern/core";
+import {
+  conversationsRepository,
+  type Database,
+  eventsRepository,
+  sandboxesRepository,
+  startTasksRepository,
+} from "@tern/db";
+import { type SandboxDriver, SandboxLabel } from "@tern/sandbox";
+import type { Kysely } from "kysely";
+
+/** Where the agent works in a fixture's sandbox. */
+export const fixtureWorkspaceDir = "/workspace/project";
+
+export interface SandboxedConversationWorld {
+  db: Kysely<Database>;
+  sandboxes: SandboxDriver;
+  /** The deployment namespace the sandbox is labelled with (a test file's Redis prefix). */
+  namespace: string;
+  userId: string;
+  /** The tools the SystemPromptEvent lists (the agent's `systemPromptTools()`). */
+  tools: SystemPromptTool[];
+}
+
+export interface SandboxedConversationInput {
+  files?: Record<string, string>;
+  skills?: Skill[];
+  message?: string;
+  llmModel?: string | null;
+}
+
+/** A user's message, as the API stores it. */
+export const userMessageDraft = (text: string) => newEvent.userMessage([{ type: "text", text }]);
+
+/**
+ * A conversation as the start pipeline leaves it, without running the pipeline: a READY task, a
+ * running sandbox with a git workspace holding `files`, the system prompt and (when given) the
+ * user's first message. For tests of the agent loop and of the jobs that run it.
+ */
+export const createSandboxedConversation = async (
+  world: SandboxedConversationWorld,
+  input: SandboxedConversationInput = {},
+): Promise<{ conversationId: string; sandboxRef: string }> => {
+  const { db, sandboxes } = world;
+  const task = await startTasksRepository(db).create(world.userId, {});
+  const conversationId = newId();
+  const info = await sandboxes.create({
+    name: `tern-agent-test-${conversationId}`,
+    image: process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest",
+    labels: {
+      [SandboxLabel.Marker]: "1",
+      [SandboxLabel.Namespace]: world.namespace,
+      [SandboxLabel.ConversationId]: conversationId,
+    },
+    limits: { memoryMb: 512, cpus: 1, pids: 256 },
+  });
+  const setup = await sandboxes.exec(info.ref, {
+    cmd: ["bash", "-c", `mkdir -p ${fixtureWorkspaceDir} && cd ${fixtureWorkspaceDir} && git init -q .`],
+  });
+  if (setup.exitCode !== 0) throw new Error(`workspace setup failed: ${setup.stderr}`);
+  if (input.files)
+    await sandboxes.upload(
+      info.ref,
+      fixtureWorkspaceDir,
+      Object.entries(input.files).map(([path, content]) => ({ path, content })),
+    );
+  const sandboxRow = await sandboxesRepository(db).upsert({
+    name: info.name,
+    image: "tern-sandbox:latest",
+    startTaskId: task.id,
+    conversationId,
+    status: "RUNNING",
+  });
+  await sandboxesRepository(db).update(sandboxRow.id, { ref: info.ref });
+  await conversationsRepository(db).createForTask({
+    id: conversationId,
+    userId: world.userId,
+    startTaskId: task.id,
+    title: null,
+    sandboxId: sandboxRow.id,
+    sessionApiKey: newId(),
+    selectedRepository: "acme/project",
+    selectedBranch: null,
+    gitProvider: "github",
+    llmModel: input.llmModel ?? null,
+    skills: input.skills ?? [],
+    workspaceDir: fixtureWorkspaceDir,
+  });
+  await eventsRepository(db).append(conversationId, [
+    newEvent.systemPrompt("You are the test agent.", world.tools),
+    ...(input.message ? [userMessageDraft(input.message)] : []),
+  ]);
+  // A started conversation: its task is READY (else a worker's janitor would take the task up again).
+  await db
+    .updateTable("start_tasks")
+    .set({ status: "READY", app_conversation_id: conversationId, sandbox_id: sandboxRow.id })
+    .where("id", "=", task.id)
+    .execute();
+  return { conversationId, sandboxRef: info.ref };
+};
+
+/** The events' kinds in order, without the state changes, for compact assertions. */
+export const kindsOf = (events: StoredEvent[]) =>
+  events.filter((e) => e.kind !== "ConversationStateUpdateEvent").map((e) => e.kind);
+
+/** The execution_status values the events went through, in order. */
+export const statusChanges = (events: StoredEvent[]) =>
+  events.filter((e) => e.kind === "ConversationStateUpdateEvent").map((e) => e.payload.value);

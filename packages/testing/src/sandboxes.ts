@@ -1,0 +1,48 @@
+import {
+  createSandboxDriver,
+  dockerEngineFromEnv,
+  type SandboxDriver,
+  type SandboxInfo,
+  SandboxLabel,
+} from "@tern/sandbox";
+
+export const testSandboxNetworkName = (): string => process.env.SANDBOX_NETWORK ?? "tern-sandboxes";
+
+/**
+ * The sandbox driver tests use: the engine of DOCKER_HOST (with its TLS and ssh settings, as the
+ * worker reads them), sandboxes on the test network.
+ */
+export const testSandboxDriver = (): SandboxDriver =>
+  createSandboxDriver({
+    driver: "docker",
+    engine: dockerEngineFromEnv(process.env),
+    network: testSandboxNetworkName(),
+  });
+
+/**
+ * Readies the test driver (the network sandboxes run on) and returns the address sandboxes reach
+ * this host at: where a test's git server listens.
+ */
+export const prepareTestSandboxes = async (
+  driver: SandboxDriver = testSandboxDriver(),
+): Promise<{ hostAddress: string }> => {
+  const { hostAddress } = await driver.prepare();
+  if (!hostAddress) throw new Error("the test sandboxes cannot reach this host");
+  return { hostAddress };
+};
+
+/** Every sandbox (any state) of one deployment namespace, i.e. one test file's REDIS_PREFIX. */
+export const sandboxesOfNamespace = async (
+  namespace: string,
+  driver: SandboxDriver = testSandboxDriver(),
+): Promise<SandboxInfo[]> => driver.list({ [SandboxLabel.Marker]: "1", [SandboxLabel.Namespace]: namespace });
+
+/** Removes every sandbox of a namespace; returns how many there were. */
+export const removeSandboxesOfNamespace = async (
+  namespace: string,
+  driver: SandboxDriver = testSandboxDriver(),
+): Promise<number> => {
+  const found = await sandboxesOfNamespace(namespace, driver);
+  await Promise.all(found.map((c) => driver.destroy(c.ref).catch(() => undefined)));
+  return found.length;
+};
