@@ -5,16 +5,24 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/lib/ensure-pnpm.sh
-bash scripts/lib/ensure-all.sh
-pnpm --silent db:migrate >/dev/null
+# A Docker engine started here keeps its data on a filesystem with quotas: the worker refuses to
+# run sandboxes it cannot hold to SANDBOX_DISK_MB. An engine already running is left as it is.
+TERN_DOCKER_XFS="${TERN_DOCKER_XFS:-1}" bash scripts/lib/ensure-all.sh
+# Compiled JavaScript only at run time (no TypeScript loader): packages resolve to their dist/
+# under the tern-dist condition.
+pnpm --silent build >/dev/null
+run() { node --conditions=tern-dist --enable-source-maps "$@"; }
+# Migrations run once, here, under Postgres's advisory lock; the api and the worker only check
+# the schema and refuse to start when it is behind.
+run packages/db/dist/cli.js >/dev/null
 
 port="${PORT:-3000}"
 url="${PUBLIC_URL:-http://localhost:$port}"
-first_key="$(pnpm --silent cli keys create --name first-admin --admin --if-none)"
+first_key="$(run apps/cli/dist/main.js keys create --name first-admin --admin --if-none)"
 
-node --import tsx apps/api/src/main.ts &
+run apps/api/dist/main.js &
 api=$!
-node --import tsx apps/worker/src/main.ts &
+run apps/worker/dist/main.js &
 worker=$!
 
 stop() {

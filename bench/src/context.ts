@@ -1,10 +1,15 @@
 import { randomBytes } from "node:crypto";
-import Docker from "dockerode";
+import { dockerEngineFromEnv, type SandboxDriver } from "@tern/sandbox";
+import { createDockerProbe, type DockerProbe } from "@tern/sandbox/docker";
+import { testSandboxDriver } from "@tern/testing";
 
 /** What every section gets: the run's size and the clients it shares. */
 export interface BenchContext {
   quick: boolean;
-  docker: Docker;
+  /** The driver the service uses, on the test network: cleanup by label. */
+  sandboxes: SandboxDriver;
+  /** Docker below the driver: the floor every start row is measured against. */
+  floor: DockerProbe;
   image: string;
   /** Unique per run; labels and names of every container the bench makes carry it. */
   runId: string;
@@ -14,23 +19,17 @@ export interface BenchContext {
   rss: RssSamples;
 }
 
-export interface RssSamples {
+interface RssSamples {
   api: { idle: number[]; load: number[] };
   worker: { idle: number[]; load: number[] };
 }
-
-export const dockerFromEnv = (host = process.env.DOCKER_HOST): Docker => {
-  if (!host) return new Docker();
-  if (host.startsWith("unix://")) return new Docker({ socketPath: host.slice("unix://".length) });
-  const u = new URL(host.replace(/^tcp:/, "http:"));
-  return new Docker({ host: u.hostname, port: Number(u.port || 2375) });
-};
 
 export const createContext = (quick: boolean): BenchContext => {
   const started = Date.now();
   return {
     quick,
-    docker: dockerFromEnv(),
+    sandboxes: testSandboxDriver(),
+    floor: createDockerProbe(dockerEngineFromEnv(process.env)),
     image: process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest",
     runId: randomBytes(4).toString("hex"),
     progress: (msg) => process.stderr.write(`[bench +${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}\n`),

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { type EventDraft, type EventKind, newEvent } from "@tern/core";
 import type pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 
@@ -9,8 +10,10 @@ import { from as copyFrom } from "pg-copy-streams";
  * pairs with a message from the agent now and then), written with COPY ... FROM STDIN (text
  * format). Timestamps advance 37 ms per event, so a conversation of 1M events spans ~10 hours.
  */
-export const EVENT_STEP_MS = 37;
-export const EVENT_BASE_MS = Date.parse("2026-01-01T00:00:00.000Z");
+const EVENT_STEP_MS = 37;
+const EVENT_BASE_MS = Date.parse("2026-01-01T00:00:00.000Z");
+/** Bump when the generated events change, so a dataset kept from an older shape is not reused. */
+export const EVENT_DATA_VERSION = 2;
 
 const KIND_CYCLE = [
   "MessageEvent",
@@ -26,18 +29,45 @@ const KIND_CYCLE = [
 ] as const;
 
 /** The kind of event number `seq` (1-based) in every generated conversation. */
-export const kindOf = (seq: number): string => KIND_CYCLE[(seq - 1) % KIND_CYCLE.length] as string;
+const kindOf = (seq: number): EventKind => KIND_CYCLE[(seq - 1) % KIND_CYCLE.length] as EventKind;
 
-const payloadOf = (kind: string, seq: number): string => {
-  switch (kind) {
-    case "MessageEvent":
-      return `{"llm_message": {"role": "${seq % 20 === 1 ? "user" : "assistant"}", "content": [{"type": "text", "text": "Step ${seq}: looking at the failing test and the module it imports."}]}}`;
+const command = (seq: number) => `pytest -q tests/test_${seq % 97}.py`;
+
+/** Event number `seq`, built by the same constructors the agent and the API write with. */
+const eventOf = (seq: number): EventDraft => {
+  const turn = { llm_response_id: `response_${seq}`, history_seq: seq - 1 };
+  switch (kindOf(seq)) {
+    case "MessageEvent": {
+      const text = `Step ${seq}: looking at the failing test and the module it imports.`;
+      return seq % 20 === 1 ? newEvent.userMessage([{ type: "text", text }]) : newEvent.agentMessage(text, turn);
+    }
     case "ActionEvent":
-      return `{"tool_name": "terminal", "tool_call_id": "call_${seq}", "thought": "Run the tests again.", "action": {"command": "pytest -q tests/test_${seq % 97}.py"}}`;
+      return newEvent.action({
+        tool_name: "terminal",
+        tool_call_id: `call_${seq}`,
+        thought: [{ type: "text", text: "Run the tests again." }],
+        action: { kind: "TerminalAction", command: command(seq) },
+        tool_call: { id: `call_${seq}`, name: "terminal", arguments: JSON.stringify({ command: command(seq) }) },
+        ...turn,
+      });
     default:
-      return `{"tool_name": "terminal", "tool_call_id": "call_${seq - 1}", "action_id": "00000000-0000-0000-0000-000000000000", "observation": {"content": "${seq % 13} passed, ${seq % 3} failed in 0.${seq % 10}s", "exit_code": ${seq % 3 === 0 ? 0 : 1}}}`;
+      return newEvent.observation({
+        tool_name: "terminal",
+        tool_call_id: `call_${seq - 1}`,
+        action_id: "00000000-0000-0000-0000-000000000000",
+        observation: {
+          kind: "TerminalObservation",
+          command: command(seq - 1),
+          exit_code: seq % 3 === 0 ? 0 : 1,
+          content: [{ type: "text", text: `${seq % 13} passed, ${seq % 3} failed in 0.${seq % 10}s` }],
+          is_error: false,
+        },
+      });
   }
 };
+
+/** JSON as a COPY text-format field: its backslashes doubled (JSON has no raw tab or newline). */
+const copyJson = (value: unknown): string => JSON.stringify(value).replaceAll("\\", "\\\\");
 
 /** "2026-01-01 00:00:00.037000+00": what COPY's text format reads without a cast per row. */
 const pgTimestamp = (ms: number): string => {
@@ -51,9 +81,8 @@ export const eventTimestampMs = (seq: number): number => EVENT_BASE_MS + (seq - 
 export function* eventLines(conversationId: string, fromSeq: number, toSeq: number): Generator<string> {
   let buf = "";
   for (let seq = fromSeq; seq <= toSeq; seq++) {
-    const kind = kindOf(seq);
-    const source = kind === "ObservationEvent" ? "environment" : seq % 20 === 1 ? "user" : "agent";
-    buf += `${conversationId}\t${seq}\t${randomUUID()}\t${kind}\t${source}\t${pgTimestamp(eventTimestampMs(seq))}\t${payloadOf(kind, seq)}\n`;
+    const e = eventOf(seq);
+    buf += `${conversationId}\t${seq}\t${randomUUID()}\t${e.kind}\t${e.source}\t${pgTimestamp(eventTimestampMs(seq))}\t${copyJson(e.payload)}\n`;
     if (seq % 1000 === 0) {
       yield buf;
       buf = "";
@@ -62,7 +91,7 @@ export function* eventLines(conversationId: string, fromSeq: number, toSeq: numb
   if (buf) yield buf;
 }
 
-export const EVENT_COPY_SQL = `copy events (conversation_id, seq, id, kind, source, "timestamp", payload) from stdin`;
+const EVENT_COPY_SQL = `copy events (conversation_id, seq, id, kind, source, "timestamp", payload) from stdin`;
 
 /** Streams `lines` into the events table with one COPY on `client`. */
 export const copyEvents = async (client: pg.ClientBase, lines: Iterable<string>): Promise<void> => {

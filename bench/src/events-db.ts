@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { adminDatabaseUrl, ensureTemplateDatabase } from "@tern/testing";
 import pg from "pg";
-import { copyEvents, eventLines, insertConversations } from "./event-data.ts";
+import { copyEvents, EVENT_DATA_VERSION, eventLines, insertConversations } from "./event-data.ts";
 
 export interface EventsDataset {
-  /** Database name: the template's (migration hash) plus the size, so reruns reuse it. */
+  /** Database name: the template's (migration hash), the size and the event data version, so reruns reuse it. */
   name: string;
   url: string;
   ownerId: string;
@@ -75,7 +75,7 @@ const describe = async (url: string, name: string, built: boolean, loadMs: numbe
  */
 export const ensureEventsDataset = async (size: DatasetSize, progress: (m: string) => void): Promise<EventsDataset> => {
   const template = await ensureTemplateDatabase();
-  const name = `tern_bench_ev_${template.slice(-12)}_${size.label}`;
+  const name = `tern_bench_ev_${template.slice(-12)}_${size.label}_v${EVENT_DATA_VERSION}`;
   const url = urlOf(name);
   const exists = await withClient(adminDatabaseUrl(), async (c) => {
     const r = await c.query("select 1 from pg_database where datname = $1", [name]);

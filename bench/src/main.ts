@@ -1,22 +1,29 @@
 import { execFileSync } from "node:child_process";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type BenchContext, createContext } from "./context.ts";
+import { renderHtml } from "./html.ts";
 import { removeBenchContainers } from "./raw-docker.ts";
 import { type BenchResult, type BenchRow, formatTable, writeResult } from "./report.ts";
 import { conversationsGetRows } from "./rows/conversations-get.ts";
+import { engineRows } from "./rows/engines.ts";
 import { eventAppendRows } from "./rows/event-append.ts";
 import { eventsSearchRows } from "./rows/events-search.ts";
 import { readyRows } from "./rows/ready.ts";
 import { rssRows } from "./rows/rss.ts";
+import { streamRows } from "./rows/stream.ts";
 
 /** Sections in run order; RSS last, as it reports what the others sampled. */
 const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> | BenchRow[] }[] = [
   { name: "ready", run: readyRows },
+  { name: "engines", run: engineRows },
   { name: "append", run: eventAppendRows },
   { name: "search", run: eventsSearchRows },
   { name: "get", run: conversationsGetRows },
+  { name: "stream", run: streamRows },
   { name: "rss", run: rssRows },
 ];
 
@@ -26,6 +33,10 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     only: { type: "string", multiple: true },
     out: { type: "string" },
+    /** Also write the report as a self-contained HTML page (charts in inline SVG) beside the JSON. */
+    html: { type: "boolean", default: false },
+    /** Render the HTML report of an earlier run's JSON instead of running (with --html). */
+    from: { type: "string" },
   },
   strict: true,
 });
@@ -38,7 +49,20 @@ const versionOf = (cmd: string, args: string[]): string | null => {
   }
 };
 
+const writeHtml = async (jsonFile: string, result: BenchResult): Promise<string> => {
+  const file = `${jsonFile.replace(/\.json$/, "")}.html`;
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(file, renderHtml(result));
+  return file;
+};
+
 const main = async () => {
+  if (values.from) {
+    const file = values.from;
+    const result = JSON.parse(await readFile(file, "utf8")) as BenchResult;
+    process.stdout.write(`report: ${await writeHtml(values.out ? join(values.out, basename(file)) : file, result)}\n`);
+    return;
+  }
   const ctx = createContext(values.quick ?? false);
   const startedAt = new Date().toISOString();
   const rows: BenchRow[] = [];
@@ -57,7 +81,7 @@ const main = async () => {
       }
     }
   } finally {
-    await removeBenchContainers(ctx.docker, ctx.runId);
+    await removeBenchContainers(ctx.sandboxes, ctx.runId);
   }
   const result: BenchResult = {
     startedAt,
@@ -75,7 +99,9 @@ const main = async () => {
   };
   process.stdout.write(`\n${formatTable(rows)}\n`);
   const dir = values.out ?? fileURLToPath(new URL("../results/", import.meta.url));
-  process.stdout.write(`results: ${await writeResult(dir, result)}\n`);
+  const written = await writeResult(dir, result);
+  process.stdout.write(`results: ${written}\n`);
+  if (values.html) process.stdout.write(`report: ${await writeHtml(written, result)}\n`);
   if (failures.length > 0) {
     process.stdout.write(`failed sections: ${failures.map((f) => f.section).join(", ")}\n`);
     process.exitCode = 1;

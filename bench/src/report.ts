@@ -99,11 +99,14 @@ export interface BenchResult {
   failures: { section: string; error: string }[];
 }
 
-/** Writes results/<date>.json (a quick run gets a -quick suffix so it never overwrites a full run). */
+/**
+ * Writes results/<start time>.json, named to the second (2026-11-23T16-30-05Z), so runs on the same
+ * day never overwrite each other; a quick run gets a -quick suffix.
+ */
 export const writeResult = async (dir: string, result: BenchResult): Promise<string> => {
   await mkdir(dir, { recursive: true });
-  const date = result.startedAt.slice(0, 10);
-  const file = join(dir, `${date}${result.quick ? "-quick" : ""}.json`);
+  const stamp = `${result.startedAt.slice(0, 19).replace(/:/g, "-")}Z`;
+  const file = join(dir, `${stamp}${result.quick ? "-quick" : ""}.json`);
   await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
   return file;
 };

@@ -1,34 +1,42 @@
-import { generateApiKey } from "@tern/core";
-import { startService } from "@tern/testing";
-import pg from "pg";
+import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS } from "@tern/core";
+import { createDb } from "@tern/db";
+import { createUserWithKey, issueApiKey } from "@tern/services";
+import { startService, tenancyLimitsOff } from "@tern/testing";
+
+/** On a shared 2-core machine under load a process may take well over the default 30 s to be ready. */
+const SLOW_START = { timeoutMs: 120_000 };
 
 /** The real API process, spawned as the tests spawn it (production log level: info). */
+/** Without tenancy limits: the bench loads one deployment through one key, far past any tenant's limits. */
 export const spawnApi = (databaseUrl: string, redisPrefix: string, env: Record<string, string> = {}) =>
-  startService("api", { DATABASE_URL: databaseUrl, REDIS_PREFIX: redisPrefix, LOG_LEVEL: "info", ...env });
+  startService(
+    "api",
+    {
+      DATABASE_URL: databaseUrl,
+      REDIS_PREFIX: redisPrefix,
+      LOG_LEVEL: "info",
+      ...tenancyLimitsOff,
+      ...env,
+    },
+    SLOW_START,
+  );
 
 export const spawnWorker = (databaseUrl: string, redisPrefix: string, env: Record<string, string> = {}) =>
-  startService("worker", { DATABASE_URL: databaseUrl, REDIS_PREFIX: redisPrefix, LOG_LEVEL: "info", ...env });
+  startService(
+    "worker",
+    { DATABASE_URL: databaseUrl, REDIS_PREFIX: redisPrefix, LOG_LEVEL: "info", ...env },
+    SLOW_START,
+  );
 
-/** A new user with one key (admin when asked); returns the key. */
+/** A key of a new user (admin when asked), or of an existing one; issued as the API and the CLI issue keys. */
 export const createKey = async (databaseUrl: string, opts: { admin?: boolean; userId?: string } = {}) => {
-  const c = new pg.Client({ connectionString: databaseUrl });
-  await c.connect();
+  const { db, close } = createDb(databaseUrl, { max: 1 });
+  const deps = { db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS };
   try {
-    let userId = opts.userId;
-    if (!userId) {
-      const r = await c.query<{ id: string }>(
-        "insert into users (id, is_admin) values (gen_random_uuid(), $1) returning id",
-        [opts.admin ?? false],
-      );
-      userId = r.rows[0]?.id as string;
-    }
-    const k = generateApiKey();
-    await c.query(
-      "insert into api_keys (id, user_id, name, prefix, key_hash) values (gen_random_uuid(), $1, 'bench', $2, $3)",
-      [userId, k.prefix, k.hash],
-    );
-    return { key: k.key, userId };
+    if (opts.userId) return { key: (await issueApiKey(deps, opts.userId, { name: "bench" })).key, userId: opts.userId };
+    const { key, userId } = await createUserWithKey(deps, { admin: opts.admin ?? false, name: "bench" });
+    return { key, userId };
   } finally {
-    await c.end();
+    await close();
   }
 };

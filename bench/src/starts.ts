@@ -1,5 +1,6 @@
-import { removeContainersOfNamespace, type ServiceProcess } from "@tern/testing";
-import type Docker from "dockerode";
+import type { StartRequest } from "@tern/core";
+import type { SandboxDriver } from "@tern/sandbox";
+import { removeSandboxesOfNamespace, type ServiceProcess } from "@tern/testing";
 import pg from "pg";
 import { rssMiB } from "./load.ts";
 import { createKey, spawnApi, spawnWorker } from "./services.ts";
@@ -11,13 +12,8 @@ export interface StartOutcome {
   /** created_at → updated_at of the READY task, as the database saw it. */
   serverMs: number;
   stageDurations: Record<string, number>;
-  containerName: string | null;
-}
-
-export interface StartBody {
-  title: string;
-  selected_repository?: string;
-  selected_branch?: string;
+  /** The sandbox it ran in (a `tern-pool-` name when the warm pool served it). */
+  sandboxName: string | null;
 }
 
 const POLL_MS = 3;
@@ -32,12 +28,16 @@ export const startDeployment = async (opts: {
   workers: number;
   poolSize: number;
   env?: Record<string, string>;
+  /** On top of `env` for worker `i` (e.g. another engine's DOCKER_HOST). */
+  workerEnv?: (i: number) => Record<string, string>;
 }) => {
   const api = await spawnApi(opts.databaseUrl, opts.prefix);
   const workerEnv = { SANDBOX_POOL_SIZE: String(opts.poolSize), ...opts.env };
   const workers: ServiceProcess[] = [];
   try {
-    for (let i = 0; i < opts.workers; i++) workers.push(await spawnWorker(opts.databaseUrl, opts.prefix, workerEnv));
+    for (let i = 0; i < opts.workers; i++) {
+      workers.push(await spawnWorker(opts.databaseUrl, opts.prefix, { ...workerEnv, ...opts.workerEnv?.(i) }));
+    }
   } catch (err) {
     await Promise.all([api.stop(), ...workers.map((w) => w.stop())]);
     throw err;
@@ -47,15 +47,14 @@ export const startDeployment = async (opts: {
   const db = new pg.Client({ connectionString: opts.databaseUrl, options: "-c TimeZone=UTC" });
   await db.connect();
 
-  const post = async (body: StartBody): Promise<{ id: string; t0: number }> => {
+  const post = async (body: StartRequest): Promise<{ id: string; t0: number }> => {
     const t0 = performance.now();
     const res = await fetch(`${api.url}/api/v1/app-conversations`, {
       method: "POST",
       headers,
-      body: JSON.stringify({
-        ...body,
-        initial_message: { role: "user", content: [{ type: "text", text: "bench" }], run: false },
-      }),
+      // No initial message: as in OpenHands, one always starts the agent, and these rows measure
+      // the start alone (the agent's cost is the append rows').
+      body: JSON.stringify(body),
     });
     const text = await res.text();
     if (res.status >= 300) throw new Error(`start answered ${res.status}: ${text.slice(0, 300)}`);
@@ -89,9 +88,9 @@ export const startDeployment = async (opts: {
       id: string;
       ms: number;
       stage_durations: Record<string, number>;
-      container_name: string | null;
+      sandbox_name: string | null;
     }>(
-      `select t.id, extract(epoch from (t.updated_at - t.created_at)) * 1000 as ms, t.stage_durations, s.container_name
+      `select t.id, extract(epoch from (t.updated_at - t.created_at)) * 1000 as ms, t.stage_durations, s.name as sandbox_name
        from start_tasks t left join sandboxes s on s.id = t.sandbox_id where t.id = any($1::uuid[])`,
       [posted.map((p) => p.id)],
     );
@@ -104,7 +103,7 @@ export const startDeployment = async (opts: {
         clientMs: (readyAt.get(key) ?? Number.NaN) - p.t0,
         serverMs: Number(row?.ms ?? Number.NaN),
         stageDurations: row?.stage_durations ?? {},
-        containerName: row?.container_name ?? null,
+        sandboxName: row?.sandbox_name ?? null,
       };
     });
   };
@@ -113,13 +112,13 @@ export const startDeployment = async (opts: {
     api,
     workers,
     /** One start, followed to READY. */
-    async startOne(body: StartBody): Promise<StartOutcome> {
+    async startOne(body: StartRequest): Promise<StartOutcome> {
       const p = await post(body);
       const readyAt = await waitReady([p.id.replaceAll("-", "")], 60_000);
       return (await outcomes([p], readyAt))[0] as StartOutcome;
     },
     /** `n` starts posted at once, followed to READY; also the span first POST → last READY. */
-    async burst(n: number, body: (i: number) => StartBody): Promise<{ outcomes: StartOutcome[]; spanMs: number }> {
+    async burst(n: number, body: (i: number) => StartRequest): Promise<{ outcomes: StartOutcome[]; spanMs: number }> {
       const posted = await Promise.all(Array.from({ length: n }, (_, i) => post(body(i))));
       const readyAt = await waitReady(
         posted.map((p) => p.id.replaceAll("-", "")),
@@ -129,12 +128,8 @@ export const startDeployment = async (opts: {
       const last = Math.max(...readyAt.values());
       return { outcomes: await outcomes(posted, readyAt), spanMs: last - first };
     },
-    async removeContainer(docker: Docker, name: string | null) {
-      if (name)
-        await docker
-          .getContainer(name)
-          .remove({ force: true, v: true })
-          .catch(() => undefined);
+    async removeSandbox(sandboxes: SandboxDriver, name: string | null) {
+      if (name) await sandboxes.destroy(name).catch(() => undefined);
     },
     async workerRss(): Promise<number[]> {
       return Promise.all(workers.map((w) => rssMiB(w.pid)));
@@ -143,7 +138,7 @@ export const startDeployment = async (opts: {
       await db.end();
       await Promise.all(workers.map((w) => w.stop()));
       await api.stop();
-      await removeContainersOfNamespace(opts.prefix);
+      await removeSandboxesOfNamespace(opts.prefix);
     },
   };
 };
@@ -151,7 +146,7 @@ export const startDeployment = async (opts: {
 export type Deployment = Awaited<ReturnType<typeof startDeployment>>;
 
 /** Docker time of a start: the stages that talk to the engine (container, clone, scripts, hooks, skills). */
-export const DOCKER_STAGES = [
+const DOCKER_STAGES = [
   "WAITING_FOR_SANDBOX",
   "PREPARING_REPOSITORY",
   "RUNNING_SETUP_SCRIPT",

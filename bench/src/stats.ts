@@ -32,14 +32,3 @@ export const summarize = (samples: number[]): LatencySummary => {
 
 /** Milliseconds since `start` (from performance.now()). */
 export const since = (start: number): number => performance.now() - start;
-
-/** Runs `fn` `n` times one after another and returns each duration in ms. */
-export const timeSequential = async (n: number, fn: (i: number) => Promise<void>): Promise<number[]> => {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t = performance.now();
-    await fn(i);
-    out.push(since(t));
-  }
-  return out;
-};

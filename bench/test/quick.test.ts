@@ -36,6 +36,10 @@ const EXPECTED_ROWS = [
   "rss.api.load",
   "rss.worker.idle",
   "rss.worker.load",
+  "stream.delivery.p50",
+  "stream.delivery.p99",
+  "throughput.engines1",
+  "throughput.engines2",
 ];
 
 const out = await mkdtemp(join(tmpdir(), "tern-bench-"));
@@ -67,7 +71,7 @@ describe("pnpm bench --quick", () => {
     expect(code, output).toBe(0);
     const files = await readdir(out);
     expect(files).toHaveLength(1);
-    expect(files[0]).toMatch(/^\d{4}-\d{2}-\d{2}-quick\.json$/);
+    expect(files[0]).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z-quick\.json$/);
     const result = JSON.parse(await readFile(join(out, files[0] as string), "utf8")) as BenchResult;
     expect(result.quick).toBe(true);
     expect(result.failures).toEqual([]);

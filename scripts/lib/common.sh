@@ -27,3 +27,88 @@ apt_install() {
   fi
   rm -f "$out"
 }
+
+# Mounts at DIR a filesystem on which Docker can limit each container's writable layer
+# (`StorageOpt size`, i.e. SANDBOX_DISK_MB), from the sparse loop file BASE.xfs or BASE.btrfs
+# (SIZE_GB large, made and formatted when neither exists), and sets STORAGE_DRIVER for dockerd:
+# - XFS with project quotas (pquota), under overlay2: the usual choice;
+# - btrfs with quota groups, under the btrfs driver: where the kernel has no XFS quota support
+#   (CONFIG_XFS_QUOTA unset, as on this project's build machine). Its limit counts the image's
+#   files too, as a container's snapshot references them.
+# TERN_DATA_ROOT_FS=xfs|btrfs forces one. Quiet when DIR already is such a mount.
+ensure_quota_data_root() {
+  local base=$1 dir=$2 size_gb=$3 mounted fs
+  mounted="$(findmnt -n -o FSTYPE,OPTIONS --mountpoint "$dir" 2>/dev/null || true)"
+  case "$mounted" in
+    "") ;;
+    xfs*prjquota*) STORAGE_DRIVER=overlay2 && return 0 ;;
+    btrfs*) STORAGE_DRIVER=btrfs && return 0 ;;
+    *) die "$dir is mounted ($mounted), but neither as XFS with project quotas nor as btrfs; unmount it first" ;;
+  esac
+  [ "$(id -u)" -eq 0 ] || die "mounting a data root with quotas at $dir needs root"
+  mkdir -p "$dir" "$(dirname "$base")"
+  # Mounting over files would hide them, not move them: never do it silently.
+  [ -z "$(ls -A "$dir")" ] || die "$dir is not empty; move its content away before a data root with quotas is mounted there"
+  if [ -e "$base.xfs" ]; then
+    fs=xfs
+  elif [ -e "$base.btrfs" ]; then
+    fs=btrfs
+  else
+    fs="${TERN_DATA_ROOT_FS:-auto}"
+  fi
+  case "$fs" in xfs | btrfs | auto) ;; *) die "TERN_DATA_ROOT_FS must be xfs or btrfs, not '$fs'" ;; esac
+
+  if [ "$fs" != btrfs ]; then
+    have mkfs.xfs || apt_install xfsprogs
+    if [ ! -e "$base.xfs" ]; then
+      log "creating $base.xfs (${size_gb}G sparse, XFS)"
+      truncate -s "${size_gb}G" "$base.xfs"
+      mkfs.xfs -q "$base.xfs" || { rm -f "$base.xfs"; die "mkfs.xfs $base.xfs failed"; }
+    fi
+    log "mounting $base.xfs at $dir (XFS, pquota)"
+    if mount -o loop,pquota "$base.xfs" "$dir" 2>/dev/null; then
+      STORAGE_DRIVER=overlay2
+      return 0
+    fi
+    [ "$fs" = auto ] || die "could not mount $base.xfs at $dir with pquota (kernel without CONFIG_XFS_QUOTA? try TERN_DATA_ROOT_FS=btrfs)"
+    log "this kernel cannot mount XFS with project quotas; using btrfs with quota groups instead"
+    rm -f "$base.xfs"
+  fi
+
+  have mkfs.btrfs || apt_install btrfs-progs
+  if [ ! -e "$base.btrfs" ]; then
+    log "creating $base.btrfs (${size_gb}G sparse, btrfs)"
+    truncate -s "${size_gb}G" "$base.btrfs"
+    mkfs.btrfs -q "$base.btrfs" >/dev/null 2>&1 || { rm -f "$base.btrfs"; die "mkfs.btrfs $base.btrfs failed"; }
+  fi
+  log "mounting $base.btrfs at $dir (btrfs, quota groups)"
+  mount -o loop "$base.btrfs" "$dir" || die "could not mount $base.btrfs at $dir (loop devices available?)"
+  STORAGE_DRIVER=btrfs
+}
+
+# For a running engine on a btrfs data root (after ensure_quota_data_root), since:
+# - Docker's btrfs driver turns quotas off when the engine stops, and on only at the first
+#   container with a size limit: they are turned on here, once the engine runs;
+# - btrfs enforces quota-group limits only while their accounting is consistent, and by default
+#   (drop_subtree_threshold 3) gives up on exact accounting when it deletes a large snapshot, as
+#   Docker does with every removed container: limits then silently stop holding. Level 8 (the
+#   deepest a btrfs tree goes) keeps it exact; a filesystem already inconsistent is rescanned.
+keep_btrfs_quotas_exact() {
+  local dir=$1 dev uuid sys
+  dev="$(findmnt -n -o SOURCE --mountpoint "$dir" | head -n 1)"
+  uuid="$(blkid -p -s UUID -o value "$dev" 2>/dev/null || true)"
+  [ -n "$uuid" ] || die "cannot find the btrfs filesystem id of $dir ($dev)"
+  sys="/sys/fs/btrfs/$uuid/qgroups"
+  if [ ! -d "$sys" ]; then
+    btrfs quota enable "$dir" || die "could not enable btrfs quotas on $dir"
+    btrfs quota rescan -w "$dir" >/dev/null 2>&1 || true
+  fi
+  [ -d "$sys" ] || die "btrfs quotas are not enabled on $dir (no $sys)"
+  if [ -w "$sys/drop_subtree_threshold" ] && [ "$(cat "$sys/drop_subtree_threshold")" != 8 ]; then
+    echo 8 >"$sys/drop_subtree_threshold"
+  fi
+  if [ "$(cat "$sys/inconsistent" 2>/dev/null || echo 0)" != 0 ]; then
+    log "rescanning the quota groups of $dir (their accounting was inconsistent, so limits did not hold)"
+    btrfs quota rescan -w "$dir" >/dev/null || die "btrfs quota rescan of $dir failed"
+  fi
+}

@@ -7,6 +7,20 @@
 #   pid  /var/run/tern-dockerd.pid
 # Extra dockerd flags: TERN_DOCKERD_FLAGS (none are needed on this machine).
 #
+# Opt-ins, for CI and fresh machines (the worker refuses an engine that cannot
+# hold SANDBOX_DISK_MB, or lacks SANDBOX_RUNTIME):
+#   TERN_DOCKER_XFS=1  a dockerd started here keeps its data root in
+#                      /var/lib/tern-docker, a filesystem with quotas in a loop
+#                      file (XFS with pquota, or btrfs where the kernel has no XFS
+#                      quotas; see ensure_quota_data_root in common.sh), so
+#                      containers can be held to a disk limit (TERN_DOCKER_DISK_GB,
+#                      default 80% of the free space, sparse). A running engine
+#                      is never moved: stop it and run this again.
+#   TERN_RUNSC=1       register gVisor as runtime "runsc" (the runsc package,
+#                      installed with apt when missing) in /etc/docker/daemon.json
+#                      with --network=host, and have a running dockerd reload it
+#                      (SIGHUP: runtimes reload without a restart).
+#
 # Idempotent; prints nothing (to stderr, prefixed [tern]) unless it does work.
 set -euo pipefail
 # shellcheck source=common.sh
@@ -17,9 +31,78 @@ LOG_FILE=/var/log/tern-dockerd.log
 PID_FILE=/var/run/tern-dockerd.pid
 WAIT_SECONDS=60
 
-docker_ok() { have docker && timeout 15 docker info >/dev/null 2>&1; }
+DAEMON_JSON=/etc/docker/daemon.json
+XFS_ROOT=/var/lib/tern-docker
 
-docker_ok && exit 0
+docker_ok() { have docker && timeout 15 docker info >/dev/null 2>&1; }
+has_runsc() { timeout 15 docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# The local dockerd's pid (ours, or one started another way), for a reload.
+local_dockerd_pid() {
+  local f pid
+  for f in "$PID_FILE" /var/run/docker.pid; do
+    pid="$(cat "$f" 2>/dev/null || true)"
+    if pid_alive "$pid" && grep -q dockerd "/proc/$pid/comm" 2>/dev/null; then
+      printf '%s\n' "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# runsc as a runtime in daemon.json, with its network stack on the host's kernel (gVisor's own
+# does not start on every machine; the sandbox keeps its own network namespace, so the egress
+# rules still apply). Leaves every other setting of the file as it is.
+write_runsc_config() {
+  have runsc || apt_install runsc
+  have jq || apt_install jq
+  mkdir -p "$(dirname "$DAEMON_JSON")"
+  local current='{}'
+  [ -s "$DAEMON_JSON" ] && current="$(cat "$DAEMON_JSON")"
+  jq --arg path "$(command -v runsc)" '.runtimes.runsc = {path: $path, runtimeArgs: ["--network=host"]}' \
+    <<<"$current" >"$DAEMON_JSON.tern-new" || die "$DAEMON_JSON is not valid JSON"
+  if ! cmp -s "$DAEMON_JSON.tern-new" "$DAEMON_JSON"; then
+    log "registering runtime runsc in $DAEMON_JSON"
+    mv "$DAEMON_JSON.tern-new" "$DAEMON_JSON"
+    return 0
+  fi
+  rm -f "$DAEMON_JSON.tern-new"
+  return 1
+}
+
+if docker_ok; then
+  if [ "${TERN_DOCKER_XFS:-}" = 1 ]; then
+    storage="$(docker info --format '{{.Driver}} {{range .DriverStatus}}{{if eq (index . 0) "Backing Filesystem"}}{{index . 1}}{{end}}{{end}}' 2>/dev/null || true)"
+    case "$storage" in
+      btrfs*)
+        root="$(docker info --format '{{.DockerRootDir}}' 2>/dev/null || true)"
+        if [ "$(id -u)" -eq 0 ] && [ -n "$root" ] && findmnt --mountpoint "$root" >/dev/null 2>&1; then
+          keep_btrfs_quotas_exact "$root"
+        fi
+        ;;
+      "overlay2 xfs" | zfs*) ;;
+      *) log "TERN_DOCKER_XFS=1, but the running engine keeps its data on '$storage' and is left as it is; stop it and run this again to move it" ;;
+    esac
+  fi
+  if [ "${TERN_RUNSC:-}" = 1 ] && ! has_runsc; then
+    case "${DOCKER_HOST:-}" in
+      "" | unix:///var/run/docker.sock | unix:///run/docker.sock) ;;
+      *) die "TERN_RUNSC=1: register runsc on the engine at DOCKER_HOST=$DOCKER_HOST yourself" ;;
+    esac
+    [ "$(id -u)" -eq 0 ] || die "TERN_RUNSC=1: registering runsc needs root"
+    pid="$(local_dockerd_pid)" || die "TERN_RUNSC=1: cannot find the local dockerd's pid to reload it"
+    write_runsc_config || true
+    log "reloading dockerd (pid $pid) for runtime runsc"
+    kill -HUP "$pid"
+    for _ in $(seq 1 40); do
+      has_runsc && exit 0
+      sleep 0.5
+    done
+    die "dockerd did not register runsc after a reload (see $LOG_FILE or its own log)"
+  fi
+  exit 0
+fi
 
 # A remote engine (or a socket somewhere else) is not ours to start.
 case "${DOCKER_HOST:-}" in
@@ -39,8 +122,6 @@ if ! have dockerd || ! have docker; then
   apt_install docker.io
 fi
 
-pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
-
 pid=""
 if [ -s "$PID_FILE" ] && pid_alive "$(cat "$PID_FILE")" &&
   grep -q dockerd "/proc/$(cat "$PID_FILE")/comm" 2>/dev/null; then
@@ -52,10 +133,19 @@ elif [ -s /var/run/docker.pid ] && pid_alive "$(cat /var/run/docker.pid)" &&
   log "a dockerd (pid $pid, not started by tern) is running but does not answer yet; waiting"
 else
   rm -f "$PID_FILE"
+  extra=()
+  if [ "${TERN_DOCKER_XFS:-}" = 1 ]; then
+    # Sparse, so only what is written takes room; 80% of the free space keeps the host's disk
+    # from running out under a filesystem that believes it has more.
+    free_gb="$(df --output=avail -BG "$(dirname "$XFS_ROOT")" | tail -n 1 | tr -dc 0-9)"
+    ensure_quota_data_root "$XFS_ROOT" "$XFS_ROOT" "${TERN_DOCKER_DISK_GB:-$((free_gb * 8 / 10))}"
+    extra+=(--data-root "$XFS_ROOT" --storage-driver "$STORAGE_DRIVER")
+  fi
+  [ "${TERN_RUNSC:-}" = 1 ] && { write_runsc_config || true; }
   log "starting dockerd (log $LOG_FILE)"
   # setsid: not in our process group, so it outlives whoever ran us.
   # shellcheck disable=SC2086
-  setsid nohup dockerd --pidfile "$PID_FILE" ${TERN_DOCKERD_FLAGS:-} \
+  setsid nohup dockerd --pidfile "$PID_FILE" "${extra[@]}" ${TERN_DOCKERD_FLAGS:-} \
     </dev/null >>"$LOG_FILE" 2>&1 &
   pid=$!
 fi
@@ -74,3 +164,6 @@ until docker_ok; do
   waited=$((waited + 1))
 done
 log "dockerd answers (pid $pid, ${waited}s)"
+if [ "${TERN_DOCKER_XFS:-}" = 1 ] && [ "${STORAGE_DRIVER:-}" = btrfs ]; then
+  keep_btrfs_quotas_exact "$XFS_ROOT"
+fi

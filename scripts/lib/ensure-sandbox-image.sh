@@ -8,6 +8,8 @@
 # Build method: offline (debootstrap + docker import, the default) or, with
 # TERN_SANDBOX_BUILD=dockerfile, `docker build` (needs a registry).
 # A SANDBOX_IMAGE that is not a tern-sandbox: tag is used as it is.
+# TERN_IMAGE_FROM=<DOCKER_HOST of another engine>: an image that engine has is
+# copied from it (docker save | docker load) instead of being built again.
 #
 # Idempotent; prints nothing (to stderr, prefixed [tern]) unless it does work.
 set -euo pipefail
@@ -22,10 +24,20 @@ METHOD="${TERN_SANDBOX_BUILD:-offline}"
 have docker || die "docker is missing (run scripts/lib/ensure-docker.sh)"
 image_id() { docker image inspect --format '{{.Id}}' "$1" 2>/dev/null; }
 
+# Copies image $1 from the engine at TERN_IMAGE_FROM, when set and that engine has it.
+copy_image() {
+  [ -n "${TERN_IMAGE_FROM:-}" ] || return 1
+  DOCKER_HOST="$TERN_IMAGE_FROM" docker image inspect "$1" >/dev/null 2>&1 || return 1
+  log "copying $1 from $TERN_IMAGE_FROM (docker save | docker load)"
+  DOCKER_HOST="$TERN_IMAGE_FROM" docker save "$1" | docker load -q >/dev/null ||
+    die "could not copy $1 from $TERN_IMAGE_FROM"
+}
+
 case "$IMAGE" in
   tern-sandbox:*) ;;
   *)
     image_id "$IMAGE" >/dev/null && exit 0
+    copy_image "$IMAGE" && exit 0
     die "SANDBOX_IMAGE=$IMAGE does not exist on this Docker engine; pull or build it, or unset SANDBOX_IMAGE to use tern-sandbox:latest"
     ;;
 esac
@@ -55,6 +67,7 @@ if ! flock -n 9; then
   flock 9
 fi
 tag_image && exit 0
+copy_image "$HASH_TAG" && tag_image && exit 0
 
 start=$(date +%s)
 case "$METHOD" in

@@ -1,32 +1,35 @@
 import { randomUUID } from "node:crypto";
-import type { EventKind } from "@tern/core";
-import { agentRunsRepository, createDb, type EventDraft, eventsRepository, type RunLease } from "@tern/db";
+import { type EventDraft, newEvent } from "@tern/core";
+import { agentRunsRepository, createDb, eventsRepository, type RunLease } from "@tern/db";
 import { createTestDatabase } from "@tern/testing";
 import type { BenchContext } from "../context.ts";
 import { copyEvents, eventLines, insertConversations } from "../event-data.ts";
 import { type BenchRow, row } from "../report.ts";
 
-const draft = (kind: EventKind, i: number): EventDraft =>
-  kind === "ActionEvent"
-    ? {
-        kind,
-        source: "agent",
-        payload: {
-          tool_name: "terminal",
-          tool_call_id: `call_${i}`,
-          thought: "Run the tests.",
-          action: { command: "pytest -q" },
+/** Event `i` of an agent's run: an action, then its observation. */
+const draft = (i: number): EventDraft =>
+  i % 2 === 0
+    ? newEvent.action({
+        tool_name: "terminal",
+        tool_call_id: `call_${i}`,
+        thought: [{ type: "text", text: "Run the tests." }],
+        action: { kind: "TerminalAction", command: "pytest -q" },
+        tool_call: { id: `call_${i}`, name: "terminal", arguments: '{"command":"pytest -q"}' },
+        llm_response_id: `response_${i}`,
+        history_seq: i,
+      })
+    : newEvent.observation({
+        tool_name: "terminal",
+        tool_call_id: `call_${i - 1}`,
+        action_id: "00000000-0000-0000-0000-000000000000",
+        observation: {
+          kind: "TerminalObservation",
+          command: "pytest -q",
+          exit_code: 0,
+          content: [{ type: "text", text: "3 passed" }],
+          is_error: false,
         },
-      }
-    : {
-        kind,
-        source: "environment",
-        payload: {
-          tool_name: "terminal",
-          tool_call_id: `call_${i}`,
-          observation: { content: "3 passed", exit_code: 0 },
-        },
-      };
+      });
 
 /**
  * Event append: `writers` conversations append at once, each one batch after another (as agent
@@ -80,9 +83,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       await Promise.all(
         conversations.map(async (id) => {
           for (let i = 0; i < perWriter; i += batch) {
-            const drafts = Array.from({ length: batch }, (_, j) =>
-              draft((i + j) % 2 === 0 ? "ActionEvent" : "ObservationEvent", i + j),
-            );
+            const drafts = Array.from({ length: batch }, (_, j) => draft(i + j));
             await append(id, drafts);
           }
         }),

@@ -1,0 +1,148 @@
+import {
+  ConflictError,
+  type Conversation,
+  GoneError,
+  type MessageContent,
+  newEvent,
+  type Sandbox,
+  UnavailableError,
+} from "@tern/core";
+import { agentRunsRepository, conversationsRepository, eventsRepository, sandboxesRepository } from "@tern/db";
+import { enqueue, enqueueAgentRun, isAgentRunJobAlive } from "@tern/queue";
+import type { ConversationDeps, ServiceDeps } from "./deps.ts";
+import { type Caller, ownedConversation } from "./ownership.ts";
+import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
+import { assertMessageSize } from "./quotas.ts";
+import { maskMessageContent } from "./secrets.ts";
+
+/** The sandbox was removed (or failed): the agent cannot run in this conversation any more. */
+export const sandboxGone = (c: Conversation): boolean => c.sandboxStatus === "MISSING" || c.sandboxStatus === "ERROR";
+
+const cannotRun = () => new ConflictError("The conversation's sandbox was removed; the agent cannot run any more");
+
+/** The conversation's sandbox row, when it has one. */
+const sandboxOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<Sandbox | null> =>
+  c.sandboxId ? sandboxesRepository(deps.db).get(c.sandboxId) : null;
+
+/**
+ * The refusal of a run in a conversation whose sandbox is gone: 410 when it was lost with its
+ * engine (no worker of that engine for ENGINE_LOST_AFTER), saying so; 409 when it was removed.
+ */
+const refuseRun = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<never> => {
+  const sandbox = await sandboxOf(deps, c);
+  if (sandbox?.engineLostAt) {
+    throw new GoneError(
+      `The conversation's sandbox is lost with its engine (${sandbox.engineId}): no worker of that engine was alive for ENGINE_LOST_AFTER. The conversation and its events are kept; start a new conversation to go on`,
+    );
+  }
+  throw cannotRun();
+};
+
+/**
+ * The engine of the conversation's sandbox, whose queue its runs go to (null: no affinity). A
+ * run waits there while no worker of that engine is alive, and goes on when one is back.
+ */
+const engineOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<string | null> =>
+  (await sandboxOf(deps, c))?.engineId ?? null;
+
+export interface UserMessage {
+  content: MessageContent[];
+  /** Ask for a run of the agent, if none is going on, to answer it. */
+  run: boolean;
+}
+
+/**
+ * Appends the user's message to the conversation; with `run`, asks for a run of the agent (a run
+ * in progress takes the message up at its next step). The message is committed before the run is
+ * asked for, so the run always sees it. While the queue is down and a run is wanted nothing is
+ * stored; when the run cannot be asked for after the message was stored, the error says so.
+ * With `limits`: a message longer than MAX_MESSAGE_BYTES is refused (PayloadTooLargeError), and so
+ * is one that would take the conversation past MAX_EVENTS_PER_CONVERSATION (EventLimitError).
+ */
+export const sendMessage = async (
+  deps: ConversationDeps,
+  caller: Caller,
+  conversationId: string,
+  message: UserMessage,
+): Promise<void> => {
+  const conversation = await ownedConversation(deps, caller, conversationId);
+  assertMessageSize(message.content, deps.limits);
+  if (message.run && sandboxGone(conversation)) await refuseRun(deps, conversation);
+  if (message.run) assertQueueReady(deps);
+  const engineId = message.run ? await engineOf(deps, conversation) : null;
+  // Stored masked, as every event: a secret the user pastes is kept as <secret:NAME>.
+  const content = deps.secretBox
+    ? await maskMessageContent({ db: deps.db, secretBox: deps.secretBox }, conversation, message.content)
+    : message.content;
+  await eventsRepository(deps.db).append(conversation.id, [newEvent.userMessage(content)], {
+    maxEvents: deps.limits?.maxEventsPerConversation,
+  });
+  if (!message.run) return;
+  await withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversation.id, undefined, engineId), {
+    conversation_id: conversation.id,
+  }).catch(() => {
+    throw new UnavailableError(
+      "The message was stored, but the run could not be requested (job queue unreachable); POST /run to start it",
+    );
+  });
+};
+
+/**
+ * Pauses the agent: a PauseEvent. A run in progress stops between two steps; with none in
+ * progress the conversation is `paused` at once.
+ */
+export const pauseConversation = async (
+  deps: Pick<ServiceDeps, "db" | "limits">,
+  caller: Caller,
+  conversationId: string,
+): Promise<void> => {
+  const conversation = await ownedConversation(deps, caller, conversationId);
+  await agentRunsRepository(deps.db).requestPause(conversation.id, {
+    maxEvents: deps.limits?.maxEventsPerConversation,
+  });
+};
+
+/**
+ * Asks for a run of the agent, which continues from the stored events. ConflictError while a run
+ * is going on (as OpenHands answers) or once the sandbox is gone.
+ */
+export const runConversation = async (
+  deps: ConversationDeps,
+  caller: Caller,
+  conversationId: string,
+): Promise<void> => {
+  const conversation = await ownedConversation(deps, caller, conversationId);
+  if (sandboxGone(conversation)) await refuseRun(deps, conversation);
+  const engineId = await engineOf(deps, conversation);
+  // The worker's run lock is what guarantees one run; a lock whose job is gone is stale, and the
+  // worker ends it when the new run comes.
+  const active = await agentRunsRepository(deps.db).activeRun(conversation.id);
+  if (active && (await withJobQueue(deps, () => isAgentRunJobAlive(deps.queues, conversation.id, active, engineId)))) {
+    throw new ConflictError("The agent is already running in this conversation");
+  }
+  await withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversation.id, undefined, engineId), {
+    conversation_id: conversation.id,
+  });
+};
+
+/**
+ * Asks a worker to stop and remove the conversation's sandbox; its record and events are kept. A
+ * conversation whose sandbox is already gone needs no job.
+ */
+export const deleteConversation = async (
+  deps: ConversationDeps,
+  caller: Caller,
+  conversationId: string,
+): Promise<void> => {
+  const conversation = await ownedConversation(deps, caller, conversationId);
+  // The conversation's session key ends with it, whatever becomes of the sandbox.
+  await conversationsRepository(deps.db).revokeSessionKey(conversation.id);
+  if (conversation.sandboxStatus === "MISSING") return;
+  // To the engine that holds the sandbox: only its workers can remove it.
+  const engineId = await engineOf(deps, conversation);
+  await withJobQueue(
+    deps,
+    () => enqueue(deps.queues, "sandbox.remove", { conversationId: conversation.id }, { engineId }),
+    { conversation_id: conversation.id },
+  );
+};

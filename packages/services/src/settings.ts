@@ -1,0 +1,110 @@
+import {
+  type SecretBox,
+  type SettingsRequest,
+  serverModelRefusal,
+  userBaseUrlRefusal,
+  ValidationError,
+} from "@tern/core";
+import { type Database, type StoredUserSettings, userSettingsRepository } from "@tern/db";
+import type { Kysely } from "kysely";
+import { llmKeyContext } from "./secrets.ts";
+
+/**
+ * A user's LLM settings (issue 12): their model, their own endpoint and key (sealed, write-only),
+ * their iteration and budget limits. What the operator allows bounds them: LLM_MODELS for models
+ * on the operator's key, LLM_USER_BASE_URLS for where a user's key may be sent.
+ */
+export interface SettingsDeps {
+  db: Kysely<Database>;
+  secretBox: SecretBox;
+  /** LLM_PROVIDER / LLM_MODEL / LLM_MODELS as this process knows them; absent: not checked here (the worker checks). */
+  llmModels?: { LLM_PROVIDER?: string | undefined; LLM_MODEL?: string | undefined; LLM_MODELS?: readonly string[] };
+  /** LLM_USER_BASE_URLS. */
+  userBaseUrls?: readonly string[];
+}
+
+const invalid = (field: string, message: string) =>
+  new ValidationError(`${field}: ${message}`, [{ field, in: "json", message }]);
+
+export const getSettings = (deps: Pick<SettingsDeps, "db">, userId: string): Promise<StoredUserSettings> =>
+  userSettingsRepository(deps.db).get(userId);
+
+/** Whether the operator's allow-list is known here (the API knows it when LLM_MODELS is set on it). */
+const allowListKnown = (deps: SettingsDeps) => (deps.llmModels?.LLM_MODELS?.length ?? 0) > 0;
+
+/**
+ * A model the user asks for, refused (422 naming `field`) when it would run on the operator's key
+ * and LLM_MODELS does not offer it. A user with their own key or endpoint may use any model.
+ */
+export const assertModelAllowed = async (
+  deps: SettingsDeps,
+  userId: string,
+  model: string,
+  field = "llm_model",
+): Promise<void> => {
+  if (!allowListKnown(deps)) return;
+  const own = await userSettingsRepository(deps.db).get(userId);
+  if (own.sealedLlmApiKey || own.llmBaseUrl) return;
+  const refusal = serverModelRefusal(deps.llmModels ?? {}, model);
+  if (refusal) throw invalid(field, refusal);
+};
+
+/** Applies a change (absent: kept, null: cleared) and returns the settings after it. */
+export const updateSettings = async (
+  deps: SettingsDeps,
+  userId: string,
+  change: SettingsRequest,
+): Promise<StoredUserSettings> => {
+  if (change.llm_base_url) {
+    const refusal = userBaseUrlRefusal(change.llm_base_url, deps.userBaseUrls);
+    if (refusal) throw invalid("llm_base_url", refusal);
+  }
+  const repo = userSettingsRepository(deps.db);
+  const before = await repo.get(userId);
+  const ownAfter =
+    (change.llm_api_key !== undefined ? change.llm_api_key : before.sealedLlmApiKey) ||
+    (change.llm_base_url !== undefined ? change.llm_base_url : before.llmBaseUrl);
+  if (change.llm_model && !ownAfter && allowListKnown(deps)) {
+    const refusal = serverModelRefusal(deps.llmModels ?? {}, change.llm_model);
+    if (refusal) throw invalid("llm_model", refusal);
+  }
+  await repo.upsert(userId, {
+    llmModel: change.llm_model,
+    llmBaseUrl: change.llm_base_url,
+    sealedLlmApiKey:
+      change.llm_api_key === undefined
+        ? undefined
+        : change.llm_api_key === null
+          ? null
+          : deps.secretBox.seal(change.llm_api_key, llmKeyContext(userId)),
+    maxIterations: change.max_iterations,
+    maxBudgetPerTask: change.max_budget_per_task,
+  });
+  return repo.get(userId);
+};
+
+/** The user's settings for a run, the key opened (the worker's side); an unreadable key counts as none. */
+export const userLlmForRun = async (
+  deps: Pick<SettingsDeps, "db" | "secretBox">,
+  userId: string,
+): Promise<{
+  llm: { model: string | null; baseUrl: string | null; apiKey: string | null } | null;
+  maxIterations: number | null;
+  maxBudgetPerTask: number | null;
+}> => {
+  const s = await userSettingsRepository(deps.db).get(userId);
+  let apiKey: string | null = null;
+  if (s.sealedLlmApiKey) {
+    try {
+      apiKey = deps.secretBox.open(s.sealedLlmApiKey, llmKeyContext(userId));
+    } catch {
+      apiKey = null;
+    }
+  }
+  const any = s.llmModel || s.llmBaseUrl || apiKey;
+  return {
+    llm: any ? { model: s.llmModel, baseUrl: s.llmBaseUrl, apiKey } : null,
+    maxIterations: s.maxIterations,
+    maxBudgetPerTask: s.maxBudgetPerTask,
+  };
+};

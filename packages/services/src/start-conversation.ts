@@ -1,0 +1,74 @@
+import { maskSecrets, type StartRequest, type StartTask } from "@tern/core";
+import { startTasksRepository } from "@tern/db";
+import { enqueue } from "@tern/queue";
+import { resolveStartRequest } from "./app-conversations.ts";
+import type { ServiceDeps } from "./deps.ts";
+import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
+import { assertMessageSize, assertStartAllowed } from "./quotas.ts";
+import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "./secrets.ts";
+import { assertModelAllowed } from "./settings.ts";
+
+/**
+ * Starts a conversation for `userId`: a WORKING start task and its `conversation.start` job, which
+ * stand or fall together. The job is added inside the task's transaction, so a queue failure rolls
+ * the row back (UnavailableError), and a commit that fails after the add leaves a job whose task
+ * does not exist, which the worker drops. A task never sits in WORKING unqueued.
+ * With `limits`, a start past the user's quotas is refused (QuotaExceededError) in that same
+ * transaction, and an initial message longer than MAX_MESSAGE_BYTES (PayloadTooLargeError).
+ * A parent conversation lends what the request leaves out (resolveStartRequest); the task keeps
+ * the request so resolved.
+ */
+export const startConversation = async (
+  deps: Pick<
+    ServiceDeps,
+    "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits" | "secretBox" | "llmModels"
+  >,
+  userId: string,
+  given: StartRequest,
+): Promise<StartTask> => {
+  if (given.initial_message) assertMessageSize(given.initial_message.content, deps.limits);
+  const { secrets, ...rest } = given;
+  const withSecrets = secrets && Object.keys(secrets).length > 0 ? secrets : null;
+  // The task keeps (and echoes) the request with the secrets' names only; their values are sealed apart.
+  const secretBox = deps.secretBox;
+  let request: StartRequest = withSecrets ? { ...rest, secrets: maskedSecrets(withSecrets) } : rest;
+  // A secret value pasted into the message is kept as <secret:NAME> there too, as in every event.
+  if (request.initial_message && secretBox) {
+    const all = {
+      ...(await agentSecretEnv({ db: deps.db, secretBox }, { userId, startTaskId: null })),
+      ...withSecrets,
+    };
+    if (Object.keys(all).length > 0) {
+      const content = request.initial_message.content.map((b) =>
+        b.type === "text" ? { ...b, text: maskSecrets(b.text, all) } : b,
+      );
+      request = { ...request, initial_message: { ...request.initial_message, content } };
+    }
+  }
+  if (withSecrets && !secretBox) throw new Error("startConversation: a start with secrets needs deps.secretBox");
+  if (request.llm_model && deps.llmModels && secretBox) {
+    await assertModelAllowed({ db: deps.db, secretBox, llmModels: deps.llmModels }, userId, request.llm_model);
+  }
+  // Fail fast while the connection is down, rather than holding a transaction open for the timeout.
+  assertQueueReady(deps);
+  const resolved = await resolveStartRequest(deps, userId, request);
+  return deps.db.transaction().execute(async (trx) => {
+    await assertStartAllowed(trx, userId, deps.limits);
+    const task = await startTasksRepository(trx).create(userId, resolved);
+    if (withSecrets && secretBox) await storeStartSecrets({ db: trx, secretBox }, task.id, withSecrets);
+    await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: task.id }), {
+      task_id: task.id,
+    });
+    return task;
+  });
+};
+
+/**
+ * A new job for a start task in flight whose job Redis lost (the janitor's reconciler). Its
+ * attempts count on from the task's, so the fencing token keeps growing and a stale worker of the
+ * lost job stays refused.
+ */
+export const requeueStartTask = (
+  deps: Pick<ServiceDeps, "queues">,
+  task: Pick<StartTask, "id" | "attempt">,
+): Promise<string> => enqueue(deps.queues, "conversation.start", { taskId: task.id, attemptBase: task.attempt });

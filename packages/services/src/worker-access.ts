@@ -1,0 +1,136 @@
+import { randomBytes } from "node:crypto";
+import {
+  ConflictError,
+  type DomainError,
+  type ErrorCode,
+  ForbiddenError,
+  GoneError,
+  NotFoundError,
+  PayloadTooLargeError,
+  type Sandbox,
+  UnavailableError,
+} from "@tern/core";
+import { type Database, deploymentSecretsRepository } from "@tern/db";
+import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
+import type { Kysely } from "kysely";
+import type { WorkerReadDeps } from "./deps.ts";
+
+/**
+ * THE API NEVER TALKS TO THE SANDBOX ENGINE. Commands that change a sandbox are jobs (sandboxes.ts);
+ * reads that need one (a file now; a diff or a workspace archive later, streamed) are HTTP requests
+ * to a worker's internal server (apps/worker/src/http/), which the API finds in the worker directory
+ * (@tern/queue's worker-directory.ts) and authenticates to with the deployment's internal token.
+ * The API then passes the worker's answer on, body streamed as it comes.
+ */
+
+const INTERNAL_TOKEN_SECRET = "worker_internal_token";
+const DEFAULT_WORKER_TIMEOUT_MS = 30_000;
+
+/**
+ * The token of the workers' internal endpoints: WORKER_INTERNAL_TOKEN when configured, else the one
+ * the deployment generated the first time a process asked (kept in Postgres, so every API replica
+ * and every worker, on any host, reads the same without anyone configuring it).
+ */
+export const resolveInternalToken = async (db: Kysely<Database>, configured: string | undefined): Promise<string> =>
+  configured ??
+  (await deploymentSecretsRepository(db).getOrCreate(INTERNAL_TOKEN_SECRET, () =>
+    randomBytes(32).toString("base64url"),
+  ));
+
+const shuffled = <T>(items: T[]): T[] => {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+};
+
+/**
+ * The workers that may serve a read of `sandbox`, in the order to try them (random, to spread the
+ * load). The one place the choice is made: a sandbox with affinity is read through the workers of
+ * its engine only (each advertises the engine it drives); one without, through any live worker.
+ */
+export const workersFor = async (
+  deps: Pick<WorkerReadDeps, "redis" | "workerAccess">,
+  sandbox: Pick<Sandbox, "engineId">,
+) => {
+  const live = await liveWorkers(deps.redis, deps.workerAccess.prefix);
+  return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
+};
+
+const errorOf = (code: ErrorCode | undefined, message: string): DomainError | null => {
+  switch (code) {
+    case "forbidden":
+      return new ForbiddenError(message);
+    case "not_found":
+      return new NotFoundError(message);
+    case "conflict":
+      return new ConflictError(message);
+    case "gone":
+      return new GoneError(message);
+    case "payload_too_large":
+      return new PayloadTooLargeError(message);
+    case "service_unavailable":
+      return new UnavailableError(message);
+    default:
+      return null;
+  }
+};
+
+const isAbort = (err: unknown) => err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+
+/**
+ * GET `path` (with its query) of the internal server of a worker that can serve `sandbox`, and its
+ * answer, body unread so the caller may stream it. A worker that cannot be reached (its entry
+ * outlived it) is skipped for the next; none left is UnavailableError. A worker's refusal comes
+ * back as the domain error it names (a path outside the workspace: ForbiddenError, and so on).
+ */
+export const fetchFromWorker = async (
+  deps: WorkerReadDeps,
+  sandbox: Sandbox,
+  path: string,
+  /** stream: the time limit covers the answer's headers only, so a long body (an archive) is never cut. */
+  opts: { stream?: boolean } = {},
+): Promise<Response> => {
+  const candidates: WorkerEndpoint[] = await workersFor(deps, sandbox);
+  const timeoutMs = deps.workerAccess.timeoutMs ?? DEFAULT_WORKER_TIMEOUT_MS;
+  for (const worker of candidates) {
+    let res: Response;
+    const headersOnly = opts.stream ? new AbortController() : null;
+    const timer = headersOnly
+      ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
+      : undefined;
+    try {
+      res = await fetch(new URL(path, worker.url), {
+        headers: { authorization: `Bearer ${deps.workerAccess.token}` },
+        signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
+      });
+      clearTimeout(timer);
+    } catch (err) {
+      clearTimeout(timer);
+      if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
+      deps.logger.warn({ err, worker_id: worker.workerId, url: worker.url }, "worker unreachable; trying another");
+      continue;
+    }
+    if (res.ok) return res;
+    const body = (await res.json().catch(() => null)) as { error?: { code?: ErrorCode; message?: string } } | null;
+    const message = body?.error?.message ?? `the worker answered ${res.status}`;
+    if (res.status === 401) {
+      // Our own configuration is wrong (WORKER_INTERNAL_TOKEN set on some processes only): say so loudly.
+      deps.logger.error(
+        { worker_id: worker.workerId },
+        "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
+      );
+      continue;
+    }
+    const domain = errorOf(body?.error?.code, message);
+    if (domain) throw domain;
+    throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
+  }
+  throw new UnavailableError(
+    sandbox.engineId && candidates.length === 0
+      ? "No worker of the engine holding the sandbox is alive; try again shortly"
+      : "No worker is reachable to serve the sandbox; try again shortly",
+  );
+};
