@@ -30,16 +30,6 @@ export const poolTarget = (input: PoolTargetInput): number => {
 };
 
 /**
- * Sandboxes worth making at once: as many as the arrival rate keeps in flight (`rate × refill`), at
- * least one. At a rate one refill at a time keeps up with, one, as a fixed pool does, so warm-up
- * competes with cold starts for one driver call at most.
- */
-export const poolParallelism = (ratePerSec: number, refillMs: number | null, max: number): number => {
-  if (refillMs === null || !(ratePerSec > 0)) return 1;
-  return Math.max(1, Math.min(max, Math.ceil(ratePerSec * (refillMs / 1000))));
-};
-
-/**
  * Arrivals per second as an exponentially weighted moving average over `windowMs`: each arrival
  * counts 1, decaying by e every window. Early on the sum has had less than a window to build up, so
  * it is divided by the part of a window that has passed since the first arrival (at least

@@ -8,7 +8,7 @@ import {
   type SandboxPool,
   type SandboxSpec,
 } from "./driver.ts";
-import { createArrivalRate, createMovingAverage, poolParallelism, poolTarget } from "./pool-sizing.ts";
+import { createArrivalRate, createMovingAverage, poolTarget } from "./pool-sizing.ts";
 
 /** The worker instance whose pool made the sandbox (see `PoolOwnerLabel` in the janitor). */
 export const PoolOwnerLabel = "tern.pool_owner";
@@ -95,8 +95,8 @@ const RESIZE_EVERY_MS = 1_000;
  * from memory in one synchronous step, so two start jobs never get the same sandbox and two
  * workers never share one. A claimed sandbox leaves the pool for good: it is never handed out
  * again, whatever happens to its conversation. Replenishing runs in the background, one create
- * at a time while starts arrive slower than one refill, so warm-up competes with cold starts for
- * one driver call at most; faster, as many at once as the arrival rate keeps in flight.
+ * at a time while the pool is at its floor, so warm-up competes with cold starts for one driver
+ * call at most; above it (starts arriving faster), as many at once as the target lacks.
  *
  * Its size follows the arrival rate: `poolTarget` of the claims per second (a moving average)
  * and the measured refill time, between `size` and `max`. It grows at once and shrinks slowly: a
@@ -222,7 +222,9 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
         log?.warn({ err }, "listing warm sandboxes failed");
       }
       const goal = target();
-      const parallel = max <= min ? 1 : poolParallelism(arrivals.perSec(now()), refill.get(), max);
+      // At rest one create at a time, as a fixed pool; above its floor, all the target lacks at once,
+      // or a pool growing for a steady rate would lag it by a refill per missing sandbox.
+      const parallel = goal > min ? goal : 1;
       if (ready.length + creating < goal && creating < parallel && Date.now() >= retryAt) {
         const p: Promise<void> = createOne()
           .then(
