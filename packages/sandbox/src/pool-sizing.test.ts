@@ -2,7 +2,7 @@ import { waitFor } from "@tern/testing";
 import { describe, expect, it } from "vitest";
 import type { SandboxDriver, SandboxInfo } from "./driver.ts";
 import { createSandboxPool } from "./pool.ts";
-import { createArrivalRate, createMovingAverage, poolTarget } from "./pool-sizing.ts";
+import { createArrivalRate, createRefillEstimate, poolTarget } from "./pool-sizing.ts";
 
 describe("poolTarget", () => {
   const base = { min: 2, max: 16, safety: 2 };
@@ -46,12 +46,19 @@ describe("createArrivalRate", () => {
     expect(rate.perSec(5_000)).toBeCloseTo(1, 1);
   });
 
-  it("averages refill times, the newest weighted most", () => {
-    const avg = createMovingAverage(0.5);
-    expect(avg.get()).toBeNull();
-    avg.add(400);
-    avg.add(800);
-    expect(avg.get()).toBe(600);
+  it("estimates a refill as its average plus two mean deviations, so slow ones count", () => {
+    const refill = createRefillEstimate(0.5);
+    expect(refill.get()).toBeNull();
+    // The first sample alone: itself, plus half of it twice over (nothing is known of its spread yet).
+    refill.add(400);
+    expect(refill.get()).toBe(800);
+    // Steady samples: the deviation halves each time and the estimate closes in on them.
+    for (let i = 0; i < 20; i++) refill.add(400);
+    expect(refill.get()).toBeCloseTo(400, 0);
+    // One slow refill lifts it by more than its share of the mean.
+    refill.add(1_200);
+    // mean 800, deviation (800 - 0) / 2 = 400: 800 + 2 × 400.
+    expect(refill.get()).toBeCloseTo(1_600, 0);
   });
 });
 
@@ -120,19 +127,20 @@ describe("a pool sizing itself from the arrival rate", () => {
     expect(fake.live.size).toBe(2);
     expect(pool.target()).toBe(2);
 
-    // 5 starts/s for 4 s, none of the new creates finished: 5/s × 0.5 s × safety 2 = 5 warm needed,
+    // 2.8 starts/s for 7 s, none of the new creates finished. A refill is estimated at 850 ms (500 ms
+    // plus two deviations, after two samples), so 2.8/s × 0.85 s × safety 2 = 4.8 → 5 warm needed,
     // made at once (what the target lacks; the first claims read a little faster), not one after another.
     let hits = 0;
     for (let i = 0; i < 20; i++) {
       if (await pool.claim({ taskId: `t${i}`, sandboxId: `s${i}` })) hits++;
-      clock.t += 200;
+      clock.t += 350;
     }
     expect(hits).toBe(2);
     expect(pool.target()).toBe(5);
     await waitFor(() => fake.waiting() >= 5, { what: "five creates at once", intervalMs: 5 });
     expect(fake.waiting()).toBeLessThanOrEqual(6);
 
-    // Those creates took the whole burst (4 s) on the clock: the target reaches the maximum, and the
+    // Those creates took the whole burst (7 s) on the clock: the target reaches the maximum, and the
     // pool fills to it, never beyond.
     await waitFor(
       () => {

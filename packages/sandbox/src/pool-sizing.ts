@@ -60,13 +60,24 @@ export const createArrivalRate = (opts: { windowMs: number; minSpanMs?: number }
   };
 };
 
-/** Moving average of refill times (ms), the newest sample weighted `alpha`. */
-export const createMovingAverage = (alpha = 0.3) => {
-  let value: number | null = null;
+/**
+ * Refill times (ms) as TCP estimates a round trip: a moving average and a moving mean deviation,
+ * the newest sample weighted `alpha`. `get` is the average plus two deviations: on a loaded engine
+ * refills have long tails, and the pool must cover the slow ones too, not the mean alone.
+ */
+export const createRefillEstimate = (alpha = 0.3) => {
+  let mean: number | null = null;
+  let dev = 0;
   return {
     add(sample: number): void {
-      value = value === null ? sample : value + alpha * (sample - value);
+      if (mean === null) {
+        mean = sample;
+        dev = sample / 2;
+        return;
+      }
+      dev += alpha * (Math.abs(sample - mean) - dev);
+      mean += alpha * (sample - mean);
     },
-    get: (): number | null => value,
+    get: (): number | null => (mean === null ? null : mean + 2 * dev),
   };
 };

@@ -8,7 +8,7 @@ import {
   type SandboxPool,
   type SandboxSpec,
 } from "./driver.ts";
-import { createArrivalRate, createMovingAverage, poolTarget } from "./pool-sizing.ts";
+import { createArrivalRate, createRefillEstimate, poolTarget } from "./pool-sizing.ts";
 
 /** The worker instance whose pool made the sandbox (see `PoolOwnerLabel` in the janitor). */
 export const PoolOwnerLabel = "tern.pool_owner";
@@ -122,7 +122,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
   const safety = opts.sizing?.safety ?? 2;
   const shrinkAfterMs = opts.sizing?.shrinkAfterMs ?? 60_000;
   const arrivals = createArrivalRate({ windowMs: opts.sizing?.windowMs ?? 30_000 });
-  const refill = createMovingAverage();
+  const refill = createRefillEstimate();
   /** Since when the pool has held more warm sandboxes than its target (null: not above it). */
   let surplusSince: number | null = null;
 
