@@ -161,7 +161,7 @@ export const startDeployment = async (opts: {
         const warm = (await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })).filter(
           (c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs,
         );
-        if (warm.length >= n) return;
+        if (warm.length >= n) return warm.length;
         if (Date.now() > deadline)
           throw new Error(`the pool has ${warm.length} warm sandboxes, not ${n}, after ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 100));

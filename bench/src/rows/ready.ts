@@ -238,26 +238,27 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
     d = await deployment(1, poolSize, { SANDBOX_POOL_MAX: String(POOL_MAX) });
     let warm: StartOutcome[];
     let burstRun: StartOutcome[];
+    let warmBeforeBurst: number[];
     let steady: SteadyRun;
     let rates: { engineRate: number; serialRate: number };
     try {
-      await d.waitWarm(ctx.sandboxes, poolSize);
-      await d.startOne({ title: "warm-up" });
-      await new Promise((r) => setTimeout(r, 1_000));
-      warm = (await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), POOL_PACE_MS)).outcomes;
-
-      // Burst: 2 × pool size at once against a full pool. Past its size the burst is cold: the
-      // pool grows on the claims it sees, but a refill takes as long as a cold start.
-      await d.waitWarm(ctx.sandboxes, poolSize);
+      // Burst: 2 × pool size at once against a full pool, first, while it is at its floor (later
+      // rounds find it as big as the bursts before grew it: `warmBeforeBurst`). Past its size the
+      // burst is cold: the pool grows on the claims it sees, but a refill takes as long as a cold start.
       const burstSize = 2 * poolSize;
       burstRun = [];
+      warmBeforeBurst = [];
       for (let round = 0; round < (ctx.quick ? 1 : 10); round++) {
+        // At least the pool size; more when an earlier burst grew it.
+        warmBeforeBurst.push(await d.waitWarm(ctx.sandboxes, poolSize));
         const { outcomes } = await d.burst(burstSize, (i) => ({ title: `burst ${i}` }));
         burstRun.push(...outcomes);
         await removeAll(ctx, d, outcomes);
-        // Back to a full pool at rest (the one the burst grew shrinks later, and is not asked for).
-        await d.waitWarm(ctx.sandboxes, poolSize);
       }
+
+      await d.startOne({ title: "warm-up" });
+      await new Promise((r) => setTimeout(r, 1_000));
+      warm = (await sequentialStarts(ctx, d, n, () => ({ title: "bench" }), POOL_PACE_MS)).outcomes;
 
       const rawSpan = await rawThroughput(ctx, 8, 8, network, 100);
       rates = { engineRate: 8 / (rawSpan / 1000), serialRate: 1000 / floor.p50 };
@@ -317,6 +318,7 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
       poolSize,
       poolMax: POOL_MAX,
       burst: 2 * poolSize,
+      warmBeforeBurst,
       starts: burstRun.length,
       fromPool: fromPool(burstRun),
     };

@@ -114,7 +114,7 @@ describe("a pool sizing itself from the arrival rate", () => {
       namespace: "sizing",
       ownerId: "w",
       spec,
-      sizing: { windowMs: 10_000, shrinkAfterMs: 60_000 },
+      sizing: { windowMs: 10_000, safety: 2, shrinkAfterMs: 60_000 },
       now: () => clock.t,
     });
     await pool.start();

@@ -32,7 +32,7 @@ export interface SandboxPoolOptions {
   sizing?: {
     /** The arrival rate is an average over about this long (default 30 s). */
     windowMs?: number;
-    /** Head room over `rate × refill time` (default 2). */
+    /** Head room over `rate × refill time` (default 3: at 2 a loaded engine's stalls left 75-80 % hits). */
     safety?: number;
     /** A warm sandbox above the target is removed after the pool has not needed it this long (default 60 s). */
     shrinkAfterMs?: number;
@@ -119,7 +119,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
   const now = opts.now ?? Date.now;
   const min = Math.max(0, opts.size);
   const max = min > 0 ? Math.max(min, opts.max ?? min) : 0;
-  const safety = opts.sizing?.safety ?? 2;
+  const safety = opts.sizing?.safety ?? 3;
   const shrinkAfterMs = opts.sizing?.shrinkAfterMs ?? 60_000;
   const arrivals = createArrivalRate({ windowMs: opts.sizing?.windowMs ?? 30_000 });
   const refill = createRefillEstimate();
