@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { EventLimitError, newEvent } from "@tern/core";
 import { createConversationFixture, createTestDatabase, type TestDatabase, waitFor } from "@tern/testing";
+import { sql } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChangeFeed } from "../src/change-feed.ts";
@@ -12,6 +13,7 @@ import {
 } from "../src/repositories/agent-runs.ts";
 import { conversationsRepository } from "../src/repositories/conversations.ts";
 import { eventsRepository } from "../src/repositories/events.ts";
+import { webhooksRepository } from "../src/repositories/webhooks.ts";
 
 let database: TestDatabase;
 let runs: AgentRunsRepository;
@@ -267,6 +269,29 @@ describe("agent runs: a step's events in one write", () => {
     expect(await metricsOf(id)).toMatchObject({ llm_calls: 0 });
     await runs.appendStep(lease, stepDrafts(1), { maxEvents: 4 });
     expect(await kinds(id)).toHaveLength(4);
+  });
+
+  it("feeds the webhook outbox with the step's events, and nothing of a refused step", async () => {
+    const { conversationId: id, userId } = await createConversationFixture(database.db);
+    const hook = await webhooksRepository(database.db).create({
+      userId,
+      url: "http://127.0.0.1:9/hook",
+      events: ["conversation.event"],
+      secretSealed: "sealed",
+    });
+    const runId = randomUUID();
+    const stale = leaseOf(await runs.begin(id, runId));
+    const lease = leaseOf(await runs.begin(id, runId));
+    await expect(runs.appendStep(stale, stepDrafts(0))).rejects.toBeInstanceOf(RunLeaseLostError);
+    const { events } = await runs.appendStep(lease, stepDrafts(1));
+    const deliveries = await database.db
+      .selectFrom("webhook_deliveries")
+      .select(sql<string>`data->'event'->>'id'`.as("eventId"))
+      .where("webhook_id", "=", hook.id)
+      .execute();
+    // The run's `running` change and the step's three events (none of the refused one's).
+    expect(deliveries).toHaveLength(4);
+    expect(deliveries.map((d) => d.eventId)).toEqual(expect.arrayContaining(events.map((e) => e.id)));
   });
 
   it("wakes live streams once per step, after its events are committed", async () => {
