@@ -40,7 +40,8 @@ const replica = (opts: { reconnectAfterMs?: number } = {}) => {
     workerAccess: api.workerAccess,
     rateLimiter: null,
   });
-  const get = (key: string) => app.request("/api/v1/app-conversations/search", { headers: { authorization: `Bearer ${key}` } });
+  const get = (key: string) =>
+    app.request("/api/v1/app-conversations/search", { headers: { authorization: `Bearer ${key}` } });
   return { app, cache, get };
 };
 type Replica = ReturnType<typeof replica>;
@@ -142,7 +143,11 @@ describe("API key cache across replicas", () => {
     } finally {
       admin.disconnect();
     }
-    await waitFor(() => !r.cache.live, { what: "the cache to see its connection drop", timeoutMs: 10_000, intervalMs: 5 });
+    await waitFor(() => !r.cache.live, {
+      what: "the cache to see its connection drop",
+      timeoutMs: 10_000,
+      intervalMs: 5,
+    });
     expect(r.cache.size).toBe(0);
     expect((await r.get(key)).status).toBe(401);
 

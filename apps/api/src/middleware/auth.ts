@@ -108,7 +108,8 @@ const principalOfApiKey = async (
   const cache = deps.keyCache;
   const now = Date.now();
   const cached = cache?.get(hash, now);
-  if (cached) return cached.expiresAtMs !== null && cached.expiresAtMs <= now ? null : apiKeyPrincipal(keyUsage, cached);
+  if (cached)
+    return cached.expiresAtMs !== null && cached.expiresAtMs <= now ? null : apiKeyPrincipal(keyUsage, cached);
   // Taken before the query: an invalidation while it runs keeps its (maybe stale) answer out of the cache.
   const epoch = cache?.epoch ?? 0;
   const found = await apiKeysRepository(deps.db).findLiveByHash(hash);

@@ -40,11 +40,11 @@ export interface KeyCache {
   close: () => Promise<void>;
 }
 
-export const DEFAULT_KEY_CACHE_MAX_ENTRIES = 10_000;
+const DEFAULT_KEY_CACHE_MAX_ENTRIES = 10_000;
 // A publish that Redis does not answer in this long is given up (logged): the TTL still bounds it.
 const PUBLISH_TIMEOUT_MS = 2_000;
 
-export const credentialChannel = (prefix: string) => `${prefix}:credentials`;
+const credentialChannel = (prefix: string) => `${prefix}:credentials`;
 
 const parseChange = (message: string): CredentialChange | null => {
   try {
@@ -90,7 +90,11 @@ export const createKeyCache = (opts: {
 
   // A connection of its own (a subscribed connection can do nothing else); it resubscribes itself
   // on every reconnect below, and only a confirmed SUBSCRIBE turns the cache back on.
-  const sub = redis.duplicate({ autoResubscribe: false, connectionName: `${opts.prefix}:key-cache`, lazyConnect: true });
+  const sub = redis.duplicate({
+    autoResubscribe: false,
+    connectionName: `${opts.prefix}:key-cache`,
+    lazyConnect: true,
+  });
   const down = () => {
     if (live) logger.warn("credential channel lost: API keys are checked in Postgres until it is back");
     connection++;
