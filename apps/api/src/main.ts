@@ -1,6 +1,13 @@
 import { serve } from "@hono/node-server";
-import { createSecretBox, loadSecretsKeys, runService, type ServiceContext, startTracing } from "@tern/core";
-import { apiKeysRepository, assertSchemaCurrent, createChangeFeed, createDb } from "@tern/db";
+import {
+  createSecretBox,
+  loadSecretsKeys,
+  runService,
+  type ServiceContext,
+  sealSessionApiKey,
+  startTracing,
+} from "@tern/core";
+import { apiKeysRepository, assertSchemaCurrent, conversationsRepository, createChangeFeed, createDb } from "@tern/db";
 import { createQueueEvents, createQueues, createRedis, QueueName } from "@tern/queue";
 import { resolveInternalToken } from "@tern/services";
 import { WebSocketServer } from "ws";
@@ -47,6 +54,12 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
   // Without a configured secret, cursors are signed with a random one generated once and kept in
   // Postgres: shared by every API replica of the deployment, and guessable from nothing.
   const cursorSecret = await resolveCursorSecret(db, config.CURSOR_SECRET);
+  const secretBox = createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+  // Session keys made before migration 0090 are still in plaintext: seal them before serving.
+  const sealedKeys = await conversationsRepository(db).sealPlaintextSessionKeys(
+    (id, key) => sealSessionApiKey(secretBox, id, key).sealed,
+  );
+  if (sealedKeys > 0) logger.info({ sealed: sealedKeys }, "sealed session keys stored in plaintext");
 
   // Sandbox commands are answered once their job completed: the sandbox queue's events say when.
   const sandboxEvents = createQueueEvents(config.REDIS_URL, config.REDIS_PREFIX, QueueName.Sandbox, (err) =>
@@ -79,7 +92,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
     redis,
     queues,
     logger,
-    secretBox: createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE })),
+    secretBox,
     keyUsage,
     keyCache,
     sandboxEvents: sandboxEvents.events,
