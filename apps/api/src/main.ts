@@ -13,6 +13,7 @@ import { resolveInternalToken } from "@tern/services";
 import { WebSocketServer } from "ws";
 import { createApp } from "./app.ts";
 import { type ApiConfig, loadApiConfig } from "./config.ts";
+import { createKeyCache } from "./middleware/key-cache.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
 import { resolveCursorSecret } from "./page-cursor.ts";
 import { createStreamHub } from "./routes/streams/event-pump.ts";
@@ -79,6 +80,12 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
 
   const keyUsage = createKeyUsage(apiKeysRepository(db), logger);
   shutdown.register("key usage", () => keyUsage.stop());
+  // Keys resolved without Postgres; revocations reach it (and every other replica) by pub/sub.
+  const keyCache =
+    config.API_KEY_CACHE_TTL_MS > 0
+      ? createKeyCache({ redis, prefix: config.REDIS_PREFIX, ttlMs: config.API_KEY_CACHE_TTL_MS, logger })
+      : undefined;
+  if (keyCache) shutdown.register("key cache", keyCache.close);
   const app = createApp({
     config: { ...config, publicUrl, cursorSecret },
     db,
@@ -87,6 +94,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
     logger,
     secretBox,
     keyUsage,
+    keyCache,
     sandboxEvents: sandboxEvents.events,
     workerAccess,
     sandboxCommandTimeoutMs: config.SANDBOX_COMMAND_TIMEOUT_MS,
