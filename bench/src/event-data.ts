@@ -112,13 +112,12 @@ export const insertConversations = async (
       id,
       last_seq: n,
       last_event_at: n > 0 ? new Date(eventTimestampMs(n)).toISOString() : null,
-      session_api_key: `bench-${id}`,
     };
   });
   await client.query(
-    `insert into conversations (id, user_id, title, session_api_key, workspace_dir, last_seq, last_event_at)
-     select r.id, $1, 'bench', r.session_api_key, '/workspace', r.last_seq, r.last_event_at
-     from jsonb_to_recordset($2::jsonb) as r(id uuid, session_api_key text, last_seq bigint, last_event_at timestamptz)`,
+    `insert into conversations (id, user_id, title, workspace_dir, last_seq, last_event_at)
+     select r.id, $1, 'bench', '/workspace', r.last_seq, r.last_event_at
+     from jsonb_to_recordset($2::jsonb) as r(id uuid, last_seq bigint, last_event_at timestamptz)`,
     [ownerId, JSON.stringify(rows)],
   );
 };

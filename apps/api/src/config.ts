@@ -23,6 +23,11 @@ const apiConfigSchema = z.object({
   SANDBOX_IMAGE: configFields.SANDBOX_IMAGE,
   SANDBOX_IMAGES: configFields.SANDBOX_IMAGES,
   WORKER_INTERNAL_TOKEN: configFields.WORKER_INTERNAL_TOKEN,
+  /**
+   * How long a resolved API key is trusted without Postgres (revocations reach every replica at
+   * once by pub/sub; this bounds a missed one). 0: no cache, every request looks its key up.
+   */
+  API_KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(300_000).default(30_000),
   /** How long a sandbox command (pause, resume, delete) may take to complete before the answer is 503. */
   SANDBOX_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   RATE_LIMIT_PER_MINUTE: configFields.RATE_LIMIT_PER_MINUTE,

@@ -6,6 +6,7 @@ import type { QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Kysely } from "kysely";
 import type { ApiConfig } from "./config.ts";
+import type { KeyCache } from "./middleware/key-cache.ts";
 import type { KeyUsage } from "./middleware/key-usage.ts";
 import type { RateLimiter } from "./middleware/rate-limit.ts";
 import type { StreamHub } from "./routes/streams/event-pump.ts";
@@ -21,6 +22,11 @@ export interface ApiDeps {
   secretBox: SecretBox;
   /** Batches api_keys.last_used_at writes; main.ts passes one to flush it at shutdown (tests may omit it). */
   keyUsage?: KeyUsage;
+  /**
+   * API keys resolved without Postgres, invalidated on every replica by pub/sub (main.ts builds one
+   * unless API_KEY_CACHE_TTL_MS is 0; absent: every request looks its key up).
+   */
+  keyCache?: KeyCache;
   /** The `sandbox` queue's events: a sandbox command is answered once its job completed. */
   sandboxEvents: QueueEvents;
   /** How the reads that need a sandbox reach a worker (the API never talks to the sandbox engine). */

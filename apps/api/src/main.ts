@@ -1,11 +1,19 @@
 import { serve } from "@hono/node-server";
-import { createSecretBox, loadSecretsKeys, runService, type ServiceContext, startTracing } from "@tern/core";
-import { apiKeysRepository, assertSchemaCurrent, createChangeFeed, createDb } from "@tern/db";
+import {
+  createSecretBox,
+  loadSecretsKeys,
+  runService,
+  type ServiceContext,
+  sealSessionApiKey,
+  startTracing,
+} from "@tern/core";
+import { apiKeysRepository, assertSchemaCurrent, conversationsRepository, createChangeFeed, createDb } from "@tern/db";
 import { createQueueEvents, createQueues, createRedis, QueueName } from "@tern/queue";
 import { resolveInternalToken } from "@tern/services";
 import { WebSocketServer } from "ws";
 import { createApp } from "./app.ts";
 import { type ApiConfig, loadApiConfig } from "./config.ts";
+import { createKeyCache } from "./middleware/key-cache.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
 import { resolveCursorSecret } from "./page-cursor.ts";
 import { createStreamHub } from "./routes/streams/event-pump.ts";
@@ -46,6 +54,12 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
   // Without a configured secret, cursors are signed with a random one generated once and kept in
   // Postgres: shared by every API replica of the deployment, and guessable from nothing.
   const cursorSecret = await resolveCursorSecret(db, config.CURSOR_SECRET);
+  const secretBox = createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+  // Session keys made before migration 0090 are still in plaintext: seal them before serving.
+  const sealedKeys = await conversationsRepository(db).sealPlaintextSessionKeys(
+    (id, key) => sealSessionApiKey(secretBox, id, key).sealed,
+  );
+  if (sealedKeys > 0) logger.info({ sealed: sealedKeys }, "sealed session keys stored in plaintext");
 
   // Sandbox commands are answered once their job completed: the sandbox queue's events say when.
   const sandboxEvents = createQueueEvents(config.REDIS_URL, config.REDIS_PREFIX, QueueName.Sandbox, (err) =>
@@ -66,14 +80,21 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
 
   const keyUsage = createKeyUsage(apiKeysRepository(db), logger);
   shutdown.register("key usage", () => keyUsage.stop());
+  // Keys resolved without Postgres; revocations reach it (and every other replica) by pub/sub.
+  const keyCache =
+    config.API_KEY_CACHE_TTL_MS > 0
+      ? createKeyCache({ redis, prefix: config.REDIS_PREFIX, ttlMs: config.API_KEY_CACHE_TTL_MS, logger })
+      : undefined;
+  if (keyCache) shutdown.register("key cache", keyCache.close);
   const app = createApp({
     config: { ...config, publicUrl, cursorSecret },
     db,
     redis,
     queues,
     logger,
-    secretBox: createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE })),
+    secretBox,
     keyUsage,
+    keyCache,
     sandboxEvents: sandboxEvents.events,
     workerAccess,
     sandboxCommandTimeoutMs: config.SANDBOX_COMMAND_TIMEOUT_MS,

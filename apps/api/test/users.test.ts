@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { deploymentSecretsRepository } from "@tern/db";
 import { createConversationFixture, repoRoot } from "@tern/testing";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
 import { ADMIN_COOKIE } from "../src/middleware/auth.ts";
@@ -111,27 +112,35 @@ describe("the cursor secret", () => {
 });
 
 describe("session keys", () => {
-  it("are looked up by their hash and revoked when the conversation is deleted", async () => {
+  it("are stored as a hash and sealed, never in plaintext, shown to their owner, and revoked on DELETE", async () => {
     const owner = await api.newUser();
     const conv = await createConversationFixture(api.database.db, { userId: owner.userId });
     const read = () =>
       fetch(`${api.url}/api/v1/app-conversations?ids=${conv.conversationId}`, {
         headers: { "x-session-api-key": conv.sessionApiKey },
       });
-    expect((await read()).status).toBe(200);
-    const row = await api.database.db
-      .selectFrom("conversations")
-      .select(["session_api_key_hash"])
-      .where("id", "=", conv.conversationId)
-      .executeTakeFirstOrThrow();
-    expect(row.session_api_key_hash).toMatch(/^[0-9a-f]{64}$/);
-    expect(row.session_api_key_hash).not.toContain(conv.sessionApiKey);
+    const first = await read();
+    expect(first.status).toBe(200);
+    // The record still carries the key, as OpenHands' does: opened from its sealed form.
+    expect(((await first.json()) as { session_api_key: string }[])[0]?.session_api_key).toBe(conv.sessionApiKey);
+    // Nowhere in the row is the key itself: a database reader learns nothing that authenticates.
+    const stored = async () =>
+      (
+        await sql<{
+          row: string;
+        }>`select row_to_json(c)::text as row from conversations c where id = ${conv.conversationId}`.execute(
+          api.database.db,
+        )
+      ).rows[0]?.row ?? "";
+    expect(await stored()).toMatch(/"session_api_key_hash":"[0-9a-f]{64}"/);
+    expect(await stored()).not.toContain(conv.sessionApiKey);
     const deleted = await api.call(`/api/v1/app-conversations/${conv.conversationId}`, {
       key: owner.key,
       method: "DELETE",
     });
     expect(deleted.status).toBe(200);
     expect((await read()).status).toBe(401);
+    expect(await stored()).toMatch(/"session_api_key_sealed":null/);
   });
 });
 

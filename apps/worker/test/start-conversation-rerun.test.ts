@@ -7,6 +7,7 @@ import {
   deleteRedisPrefix,
   type TestDatabase,
   testRedisUrl,
+  testSecretBox,
 } from "@tern/testing";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -51,6 +52,7 @@ describe("STARTING_CONVERSATION run again (its worker died after writing the fir
       redis,
       queues,
       logger: createLogger("test", "silent"),
+      secretBox: testSecretBox(),
     } as unknown as WorkerDeps;
     const ctx: StartContext = { deps, task, attempt: 0, log: deps.logger };
     const acquired = { sandboxId: sandbox.id, ref: "unused", name: sandbox.name };

@@ -14,8 +14,8 @@ const { key, userId } = await createKey(db.url);
 const ids = Array.from({ length: 10 }, () => randomUUID());
 for (const id of ids)
   await db.pool.query(
-    `insert into conversations (id, user_id, title, session_api_key, workspace_dir) values ($1, $2, 'bench', $3, '/workspace')`,
-    [id, userId, `s-${id}`],
+    `insert into conversations (id, user_id, title, workspace_dir) values ($1, $2, 'bench', '/workspace')`,
+    [id, userId],
   );
 const pool = new pg.Pool({ connectionString: db.url, max: 10 });
 for (const [name, fn] of [

@@ -58,8 +58,8 @@ export const conversationsGetRows = async (
     const ids = Array.from({ length: IDS }, () => randomUUID());
     for (const id of ids) {
       await db.pool.query(
-        `insert into conversations (id, user_id, title, session_api_key, workspace_dir) values ($1, $2, 'bench', $3, '/workspace')`,
-        [id, userId, `sess-${id}`],
+        `insert into conversations (id, user_id, title, workspace_dir) values ($1, $2, 'bench', '/workspace')`,
+        [id, userId],
       );
     }
     const path = `/api/v1/app-conversations?${ids.map((id) => `ids=${id}`).join("&")}`;

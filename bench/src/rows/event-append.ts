@@ -6,9 +6,12 @@ import type { BenchContext } from "../context.ts";
 import { copyEvents, eventLines, insertConversations } from "../event-data.ts";
 import { type BenchRow, row } from "../report.ts";
 
-/** Event `i` of an agent's run: an action, then its observation. */
-const draft = (i: number): EventDraft =>
-  i % 2 === 0
+/**
+ * Event `i` of an agent's run, in writes of `calls` events: a response's actions, then their
+ * observations (i / calls even: actions).
+ */
+const draft = (i: number, calls = 1): EventDraft =>
+  Math.floor(i / calls) % 2 === 0
     ? newEvent.action({
         tool_name: "terminal",
         tool_call_id: `call_${i}`,
@@ -20,7 +23,7 @@ const draft = (i: number): EventDraft =>
       })
     : newEvent.observation({
         tool_name: "terminal",
-        tool_call_id: `call_${i - 1}`,
+        tool_call_id: `call_${i - calls}`,
         action_id: "00000000-0000-0000-0000-000000000000",
         observation: {
           kind: "TerminalObservation",
@@ -83,7 +86,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       await Promise.all(
         conversations.map(async (id) => {
           for (let i = 0; i < perWriter; i += batch) {
-            const drafts = Array.from({ length: batch }, (_, j) => draft(i + j));
+            const drafts = Array.from({ length: batch }, (_, j) => draft(i + j, batch));
             await append(id, drafts);
           }
         }),
@@ -91,13 +94,19 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       return (writers * perWriter) / ((performance.now() - t) / 1000);
     };
 
-    // The agent's writer: each append checks the run lease under the conversation's row lock, in its
-    // own transaction; the agent appends one event at a time (an action, then its observation).
+    // The agent's writer as the loop writes a step (packages/agent/src/loop.ts): an LLM response
+    // of `calls` tool calls is one appendStep (its ActionEvents and its usage added to the
+    // conversation's metrics), and their results another (a command, then quick views after it:
+    // held and written together). Each appendStep checks the run lease in its own statement,
+    // under the conversation's row lock: one round trip and one commit per write.
     // A pool sized as the worker's (createDb's default), not the test database's small one.
     const writerDb = createDb(db.url);
     const runs = agentRunsRepository(writerDb.db);
     const leases = new Map<string, RunLease>();
-    const agentPerWriter = perWriter / 4;
+    const calls = 3;
+    const usage = { add: { llm_calls: 1, prompt_tokens: 12_000, completion_tokens: 300, accumulated_cost: 0.04 } };
+    // Whole steps (2 writes of `calls` events), about half as many events as a batch row.
+    const agentPerWriter = 2 * calls * Math.round(perWriter / (4 * calls));
     const agentRate = await measure(
       async (conversationId, drafts) => {
         let lease = leases.get(conversationId);
@@ -107,23 +116,30 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
           lease = begun.lease;
           leases.set(conversationId, lease);
         }
-        await runs.append(lease, drafts);
+        // The response's write (actions) carries the LLM usage; the results' write does not.
+        await runs.appendStep(lease, drafts, drafts[0]?.kind === "ActionEvent" ? { metrics: usage } : {});
       },
-      1,
+      calls,
       agentPerWriter,
     );
     ctx.progress(`agent writer: ${agentRate.toFixed(0)} events/s (COPY ${copyRate.toFixed(0)})`);
     rows.push(
       row({
         id: "append.agent",
-        label: `event append, agent writer (1 event/append, ${writers} conversations)`,
+        label: `event append, agent writer (steps of ${calls} calls: 2 writes of ${calls} events, ${writers} conversations)`,
         unit: "events/s",
         value: agentRate,
         floor: copyRate,
         floorLabel: "COPY",
         better: "higher-is-better",
-        absolute: 20_000,
-        detail: { events: writers * agentPerWriter, writers, batch: 1 },
+        absolute: 10_000,
+        detail: {
+          events: writers * agentPerWriter,
+          writers,
+          eventsPerWrite: calls,
+          eventsPerStep: 2 * calls,
+          writesPerStep: 2,
+        },
       }),
     );
 

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
+  type ActionPayload,
   type Conversation,
   type EventDraft,
   type EventDraftOf,
@@ -9,6 +10,7 @@ import {
   maskSecrets,
   metrics,
   newEvent,
+  newId,
 } from "@tern/core";
 import {
   agentRunsRepository,
@@ -104,6 +106,26 @@ const actionKinds: Record<ToolName, string> = {
 
 const agentError = newEvent.agentError;
 
+/**
+ * What a live viewer of the events expects decides when a step's events are written; everything
+ * produced together is one write (agentRunsRepository.appendStep: one transaction).
+ * - A response's events (actions, messages, bad calls) and its LLM usage: one write, before any of
+ *   its tools runs (a call's ActionEvent is stored before it runs: the record a resumed run goes by).
+ *   The results of its leading `think` and `finish` calls go with them: they take no time.
+ * - Results are held and written together while the calls after them take no noticeable time
+ *   (file_editor, think, finish), and written before a call that can run for minutes (below), and
+ *   before the next LLM call: a viewer sees each result within milliseconds of its tool ending,
+ *   never after another long wait.
+ */
+const slowTools: ReadonlySet<string> = new Set<ToolName>(["terminal", "git_push", "create_pull_request"]);
+/**
+ * Tools not run once through the sandbox's record (they run on the worker): their result is the
+ * only trace that they ran, so it is stored the moment it exists, never held.
+ */
+const unrecordedTools: ReadonlySet<string> = new Set<ToolName>(["git_push", "create_pull_request"]);
+/** Tools that touch nothing and take no time: their result is written with the call itself. */
+const instantTools: ReadonlySet<string> = new Set<ToolName>(["think", "finish"]);
+
 const issuesText = (error: z.ZodError): string =>
   error.issues.map((i) => `${i.path.length ? `${i.path.join(".")}: ` : ""}${i.message}`).join("; ");
 
@@ -155,6 +177,18 @@ export const toolCallEvents = (
       llm_response_id: responseId,
       history_seq: historySeq,
     });
+  });
+
+const observationOf = (
+  event: { id: string },
+  payload: ActionPayload,
+  result: Awaited<ReturnType<typeof executeTool>>,
+): EventDraft =>
+  newEvent.observation({
+    tool_name: payload.tool_name,
+    tool_call_id: payload.tool_call_id,
+    action_id: event.id,
+    observation: result.observation,
   });
 
 /**
@@ -241,6 +275,39 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     Math.min(deps.settings.MAX_ITERATIONS, context.maxIterations ?? deps.settings.MAX_ITERATIONS);
   const budget = () => context.maxBudgetPerTask ?? deps.settings.MAX_BUDGET_PER_TASK ?? null;
 
+  const runTool = async (event: { id: string }, payload: ActionPayload, sandboxRef: SandboxRef | null) => {
+    const { kind: _kind, ...args } = payload.action;
+    const began = performance.now();
+    const result = await executeTool(payload.tool_name as ToolName, args as never, {
+      sandbox: deps.sandboxes,
+      sandboxRef: sandboxRef ?? "",
+      workspaceDir: conversation.workspaceDir,
+      actionId: event.id,
+      maxOutputBytes: deps.maxToolOutputBytes ?? 30_000,
+      env: context.secrets,
+      git: deps.git,
+      conversation,
+    });
+    metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - began) / 1000);
+    return result;
+  };
+
+  /**
+   * A response's events with the results of its leading instant calls (think, finish) after them;
+   * the calls from the first other one on are run by the next step, in order, from the stored events.
+   */
+  const withInstantResults = async (drafts: EventDraft[]): Promise<EventDraft[]> => {
+    const withIds = drafts.map((d) => ({ ...d, id: d.id ?? newId() }));
+    const results: EventDraft[] = [];
+    for (const d of withIds) {
+      if (d.kind !== "ActionEvent") continue; // a bad call: its error is its result
+      const payload = d.payload as ActionPayload;
+      if (!instantTools.has(payload.tool_name)) break;
+      results.push(observationOf(d, payload, await runTool(d, payload, null)));
+    }
+    return [...withIds, ...results];
+  };
+
   const steps = async (llm: LlmClient): Promise<RunOutcome> => {
     const price = priceOf(llm.model, deps.settings.LLM_PRICES);
     const maxBudget = budget();
@@ -263,53 +330,47 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
 
       if (state.pending.length > 0) {
         const sandboxRef = sandbox.ref;
+        const held: EventDraft[] = [];
+        const flush = async () => {
+          if (held.length > 0) await append(held.splice(0));
+        };
         for (const { event, payload } of state.pending) {
           const needsSandbox = !["think", "finish", "create_pull_request"].includes(payload.tool_name);
           if (needsSandbox && !sandboxRef) {
-            return await end("error", [agentError("The conversation's sandbox is gone; tools cannot run any more.")]);
+            return await end("error", [
+              ...held,
+              agentError("The conversation's sandbox is gone; tools cannot run any more."),
+            ]);
           }
-          const { kind: _kind, ...args } = payload.action;
+          if (slowTools.has(payload.tool_name)) await flush();
           let result: Awaited<ReturnType<typeof executeTool>>;
-          const toolBegan = performance.now();
           try {
-            result = await executeTool(payload.tool_name as ToolName, args as never, {
-              sandbox: deps.sandboxes,
-              sandboxRef: sandboxRef ?? "",
-              workspaceDir: conversation.workspaceDir,
-              actionId: event.id,
-              maxOutputBytes: deps.maxToolOutputBytes ?? 30_000,
-              env: context.secrets,
-              git: deps.git,
-              conversation,
-            });
+            result = await runTool(event, payload, sandboxRef);
           } catch (err) {
             // A sandbox that is gone or stopped will not come back by retrying: end the run.
-            // Anything else (a driver hiccup) is thrown, and the job's retry resumes the run.
+            // Anything else (a driver hiccup) is thrown, and the job's retry resumes the run (the
+            // held results are of calls run once through the sandbox: the retry reads them back).
             const info = sandboxRef ? await deps.sandboxes.inspect(sandboxRef).catch(() => undefined) : null;
             if (info === undefined || info?.state === "running") throw err;
             // Paused after the step began (a new command is refused by a frozen sandbox): the call
             // has no result stored, so it runs when the run continues.
             if (info?.state === "paused") {
               log.info("sandbox paused during a step; the run waits for it");
+              await flush();
               return sandboxPaused;
             }
             log.warn({ err, state: info?.state ?? "missing" }, "sandbox not running");
             return await end("error", [
+              ...held,
               agentError(
                 `The conversation's sandbox is ${info ? `not running (${info.state})` : "gone"}; tools cannot run any more.`,
               ),
             ]);
           }
-          metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - toolBegan) / 1000);
-          await append([
-            newEvent.observation({
-              tool_name: payload.tool_name,
-              tool_call_id: payload.tool_call_id,
-              action_id: event.id,
-              observation: result.observation,
-            }),
-          ]);
+          held.push(observationOf(event, payload, result));
+          if (unrecordedTools.has(payload.tool_name)) await flush();
         }
+        await flush();
         continue;
       }
 
@@ -366,9 +427,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       metrics.llmDuration.observe({ model }, (performance.now() - llmBegan) / 1000);
       metrics.llmTokens.inc({ model, kind: "prompt" }, response.usage.promptTokens);
       metrics.llmTokens.inc({ model, kind: "completion" }, response.usage.completionTokens);
-      const counters = await conversations.addMetrics(
-        conversationId,
-        {
+      const usage = {
+        add: {
           llm_calls: 1,
           prompt_tokens: response.usage.promptTokens,
           completion_tokens: response.usage.completionTokens,
@@ -377,17 +437,22 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           cache_write_tokens: response.usage.cacheWriteTokens,
           accumulated_cost: price ? costOf(llm.provider, response.usage, price) : 0,
         },
-        { per_turn_token: response.usage.promptTokens + response.usage.completionTokens },
-      );
-      spent = counters?.accumulated_cost;
+        set: { per_turn_token: response.usage.promptTokens + response.usage.completionTokens },
+      };
       // Our own id, not the provider's: a provider may repeat ids, and the grouping must be exact.
       const responseId = randomUUID();
       // What the model had seen: a user message stored after this is still unanswered.
       const historySeq = history.at(-1)?.seq ?? 0;
-      if (response.toolCalls.length === 0) {
-        await append([newEvent.agentMessage(response.text, { llm_response_id: responseId, history_seq: historySeq })]);
-      } else {
-        await append(toolCallEvents(response, responseId, historySeq));
+      const drafts: EventDraft[] =
+        response.toolCalls.length === 0
+          ? [newEvent.agentMessage(response.text, { llm_response_id: responseId, history_seq: historySeq })]
+          : await withInstantResults(toolCallEvents(response, responseId, historySeq));
+      try {
+        spent = (await runs.appendStep(lease, masked(drafts), { maxEvents, metrics: usage })).metrics.accumulated_cost;
+      } catch (err) {
+        // The conversation is full: the call was made and paid for all the same.
+        if (err instanceof EventLimitError) await conversations.addMetrics(conversationId, usage.add, usage.set);
+        throw err;
       }
     }
   };

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { EventKind, StoredEvent, StoredEventOf } from "@tern/core";
 import { kindsOf, statusChanges, fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LlmProvider } from "../src/llm/types.ts";
 import { runAgent } from "../src/loop.ts";
@@ -313,6 +314,59 @@ describe.each<LlmProvider>(["openai", "anthropic"])("agent loop with %s", (provi
 });
 
 describe("agent runs, whatever the provider", () => {
+  it("writes what a step produces together: a response's calls with their quick results, results before a slow call", async () => {
+    const { conversationId } = await fx.newConversation({
+      files: { "README.md": "Project STEP.\n" },
+      message: "Look around.",
+    });
+    const readme = { command: "view", path: `${workspaceDir}/README.md` };
+    fx.llm.push(
+      {
+        toolCalls: [
+          call("think", { thought: "First the README, then a command." }),
+          call("file_editor", readme),
+          call("terminal", { command: "echo hello" }),
+          call("file_editor", readme),
+        ],
+      },
+      { text: "Done." },
+    );
+    const { conversation } = await fx.run(conversationId, "openai");
+    expect(conversation.executionStatus).toBe("finished");
+    // Events written by one transaction share its id (xmin): the writes, in order, from the run's start.
+    const rows = await fx.database.db
+      .selectFrom("events")
+      .select(["seq", "kind", "payload", sql<string>`xmin::text`.as("tx")])
+      .where("conversation_id", "=", conversationId)
+      .orderBy("seq")
+      .execute();
+    const label = (r: (typeof rows)[number]) => {
+      const p = r.payload as { tool_name?: string; key?: string; value?: string };
+      return p.tool_name ? `${r.kind}:${p.tool_name}` : p.key ? `${p.key}:${p.value}` : r.kind;
+    };
+    const writes: string[][] = [];
+    rows.forEach((r, i) => {
+      if (i > 0 && rows[i - 1]?.tx === r.tx) writes.at(-1)?.push(label(r));
+      else writes.push([label(r)]);
+    });
+    expect(writes.slice(-5)).toEqual([
+      // The response, with think's result (no time) and its usage; nothing has run yet.
+      [
+        "ActionEvent:think",
+        "ActionEvent:file_editor",
+        "ActionEvent:terminal",
+        "ActionEvent:file_editor",
+        "ObservationEvent:think",
+      ],
+      // Shown before the command runs; then the command's result and the quick view after it.
+      ["ObservationEvent:file_editor"],
+      ["ObservationEvent:terminal", "ObservationEvent:file_editor"],
+      ["MessageEvent"],
+      ["execution_status:finished"],
+    ]);
+    expect(conversation.metrics).toMatchObject({ llm_calls: 2 });
+  });
+
   it("ends at once with an AgentErrorEvent saying how to configure an LLM when none is", async () => {
     const { conversationId } = await fx.newConversation({ message: "Hello?" });
     const before = fx.llm.requests.length;

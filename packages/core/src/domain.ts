@@ -107,7 +107,8 @@ export interface Conversation {
   sandboxId: string | null;
   sandboxStatus: SandboxStatus;
   executionStatus: ExecutionStatus;
-  sessionApiKey: string;
+  /** Its session key sealed in the secret box (openSessionApiKey); null once revoked. Never stored in plaintext. */
+  sealedSessionApiKey: string | null;
   selectedRepository: string | null;
   selectedBranch: string | null;
   gitProvider: GitProvider | null;
@@ -157,7 +158,8 @@ export interface Sandbox {
 
 /** A sandbox as its owner lists it: with its conversation's session key, when it has one. */
 export interface OwnedSandbox extends Sandbox {
-  sessionApiKey: string | null;
+  /** Sealed as Conversation.sealedSessionApiKey is. */
+  sealedSessionApiKey: string | null;
 }
 
 /** An image this deployment offers for sandboxes (OpenHands' SandboxSpecInfo). */

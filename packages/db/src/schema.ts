@@ -78,7 +78,10 @@ export interface ConversationsTable {
   title: string | null;
   sandbox_id: string | null;
   execution_status: Generated<string>;
-  session_api_key: string;
+  /** Plaintext of keys made before migration 0090, until the api seals them at its start; else null. */
+  session_api_key: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The session key sealed in the secret box (migration 0090); null once revoked. */
+  session_api_key_sealed: ColumnType<string | null, string | null | undefined, string | null>;
   /** SHA-256 (hex) of the session key: what a request's key is looked up by (migration 0031). */
   session_api_key_hash: ColumnType<string | null, string | null | undefined, string | null>;
   /** Set when the conversation is deleted: the session key authenticates nothing from then on. */

@@ -1,5 +1,6 @@
-import { newId } from "@tern/core";
-import { createTestDatabase, type TestDatabase } from "@tern/testing";
+import { newId, openSessionApiKey, sealSessionApiKey } from "@tern/core";
+import { createTestDatabase, type TestDatabase, testSecretBox } from "@tern/testing";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type ConversationsRepository,
@@ -12,6 +13,9 @@ import { usersRepository } from "../src/repositories/users.ts";
 
 let database: TestDatabase;
 let conversations: ConversationsRepository;
+const box = testSecretBox();
+/** The session key newConversation gives a conversation. */
+const keyOf = (conversationId: string) => `session-${conversationId}`;
 
 beforeAll(async () => {
   database = await createTestDatabase();
@@ -24,13 +28,14 @@ afterAll(async () => {
 
 const newConversation = async (userId: string, extra: Partial<NewConversation> = {}): Promise<NewConversation> => {
   const task = await startTasksRepository(database.db).create(userId, {});
+  const conversationId = extra.id ?? newId();
   return {
-    id: newId(),
+    id: conversationId,
     userId,
     startTaskId: task.id,
     title: "t",
     sandboxId: null,
-    sessionApiKey: `session-${newId()}`,
+    sessionApiKey: sealSessionApiKey(box, conversationId, keyOf(conversationId)),
     selectedRepository: "acme/widgets",
     selectedBranch: "main",
     gitProvider: "github",
@@ -58,8 +63,58 @@ describe("conversations", () => {
     const again = await conversations.createForTask({ ...input, id: newId(), title: "other" });
     expect(again).toEqual(made);
     expect(await conversations.findByTask(input.startTaskId)).toEqual(made);
-    expect(await conversations.findBySessionKey(input.sessionApiKey)).toEqual(made);
+    expect(await conversations.findBySessionKey(keyOf(input.id))).toEqual(made);
     expect(await conversations.findBySessionKey("nope")).toBeNull();
+  });
+
+  it("stores no session key in plaintext; DELETE's revocation keeps nothing of it that could be shown", async () => {
+    const userId = (await usersRepository(database.db).create()).id;
+    const input = await newConversation(userId);
+    const made = await conversations.createForTask(input);
+    const key = keyOf(input.id);
+    const row = async () =>
+      (
+        await sql<{
+          row: string;
+        }>`select row_to_json(c)::text as row from conversations c where id = ${input.id}`.execute(database.db)
+      ).rows[0]?.row;
+    expect(await row()).not.toContain(key);
+    // Its owner still reads it back, and only for this conversation.
+    expect(openSessionApiKey(box, made.id, made.sealedSessionApiKey)).toBe(key);
+    expect(openSessionApiKey(box, newId(), made.sealedSessionApiKey)).toBeNull();
+
+    await conversations.revokeSessionKey(input.id);
+    expect(await conversations.findBySessionKey(key)).toBeNull();
+    expect((await conversations.get(input.id))?.sealedSessionApiKey).toBeNull();
+  });
+
+  it("seals the plaintext keys of conversations made before sealed keys, once, on any replica", async () => {
+    const userId = (await usersRepository(database.db).create()).id;
+    const input = await newConversation(userId);
+    await conversations.createForTask(input);
+    // A row as migration 0090 leaves one made before it: the key in plaintext, no sealed form.
+    const legacy = `legacy-${newId()}`;
+    await database.db
+      .updateTable("conversations")
+      .set({ session_api_key: legacy, session_api_key_sealed: null, session_api_key_hash: null })
+      .where("id", "=", input.id)
+      .execute();
+    const seal = (id: string, k: string) => sealSessionApiKey(box, id, k).sealed;
+    const runs = await Promise.all([
+      conversations.sealPlaintextSessionKeys(seal),
+      conversations.sealPlaintextSessionKeys(seal),
+    ]);
+    expect(runs.reduce((a, b) => a + b, 0)).toBe(1);
+    expect(await conversations.sealPlaintextSessionKeys(seal)).toBe(0);
+    const after = await conversations.get(input.id);
+    expect(openSessionApiKey(box, input.id, after?.sealedSessionApiKey ?? null)).toBe(legacy);
+    expect((await conversations.findBySessionKey(legacy))?.id).toBe(input.id);
+    const plain = await database.db
+      .selectFrom("conversations")
+      .select("session_api_key")
+      .where("id", "=", input.id)
+      .executeTakeFirst();
+    expect(plain?.session_api_key).toBeNull();
   });
 
   it("reads sandbox_status from the sandbox row", async () => {

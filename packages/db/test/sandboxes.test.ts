@@ -1,4 +1,5 @@
-import { createConversationFixture, createTestDatabase, type TestDatabase } from "@tern/testing";
+import { openSessionApiKey } from "@tern/core";
+import { createConversationFixture, createTestDatabase, type TestDatabase, testSecretBox } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SandboxesRepository, sandboxesRepository } from "../src/repositories/sandboxes.ts";
 
@@ -68,8 +69,9 @@ describe("sandboxes", () => {
 
     const found = await sandboxes.findForUser(mine.userId, [a.id, other.id, b.id]);
     expect(found.map((s) => s.id).sort()).toEqual([a.id, b.id].sort());
-    expect(found.find((s) => s.id === b.id)?.sessionApiKey).toBe(mine.sessionApiKey);
-    expect(found.find((s) => s.id === a.id)?.sessionApiKey).toBeNull();
+    const sealed = found.find((s) => s.id === b.id)?.sealedSessionApiKey ?? null;
+    expect(openSessionApiKey(testSecretBox(), mine.conversationId, sealed)).toBe(mine.sessionApiKey);
+    expect(found.find((s) => s.id === a.id)?.sealedSessionApiKey).toBeNull();
 
     const first = await sandboxes.searchForUser(mine.userId, { limit: 2 });
     expect(first).toHaveLength(3);

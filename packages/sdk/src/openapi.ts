@@ -4799,7 +4799,8 @@ export interface components {
             execution_status: "idle" | "running" | "paused" | "waiting_for_confirmation" | "finished" | "error" | "stuck";
             /** Format: uri */
             conversation_url: string;
-            session_api_key: string;
+            /** @description The conversation's session key (X-Session-API-Key); null once revoked (as OpenHands: str | null) */
+            session_api_key: string | null;
             selected_repository: string | null;
             selected_branch: string | null;
             /** @enum {string|null} */

@@ -98,7 +98,7 @@ describe("sdk client against the real API", () => {
     expect(seen).toEqual(Array.from({ length: 125 }, (_, k) => 2 * k + 1));
     expect(await client.events.count(fixture.conversationId)).toBe(250);
 
-    const session = createClient({ baseUrl: api.url, sessionApiKey: conversation?.session_api_key });
+    const session = createClient({ baseUrl: api.url, sessionApiKey: conversation?.session_api_key ?? undefined });
     expect(await session.events.count(fixture.conversationId, { kind__eq: "MessageEvent" })).toBe(125);
     expect(await session.keys.list().catch((e: TernApiError) => e.status)).toBe(401);
   });

@@ -1,6 +1,6 @@
 import { type ApiKey, generateApiKey, NotFoundError, parseId, parseIsoTimestamp, ValidationError } from "@tern/core";
 import { apiKeysRepository, usersRepository } from "@tern/db";
-import type { KeyDeps } from "./deps.ts";
+import type { CredentialEvents, KeyDeps } from "./deps.ts";
 import { assertKeyAllowed } from "./quotas.ts";
 import { inTransaction } from "./transaction.ts";
 
@@ -62,14 +62,20 @@ export const listApiKeys = (deps: Pick<KeyDeps, "db">, userId: string): Promise<
   apiKeysRepository(deps.db).listForUser(userId);
 
 /**
- * Revokes one of the user's keys; it is refused from the next request on. Returns its id;
- * NotFoundError for a malformed or unknown id, another user's key, or one already revoked.
+ * Revokes one of the user's keys; it is refused from the next request on, on every API replica
+ * (`credentialEvents` tells their key caches). Returns its id; NotFoundError for a malformed or
+ * unknown id, another user's key, or one already revoked.
  */
-export const revokeApiKey = async (deps: Pick<KeyDeps, "db">, userId: string, rawId: string): Promise<string> => {
+export const revokeApiKey = async (
+  deps: Pick<KeyDeps, "db"> & { credentialEvents?: CredentialEvents | undefined },
+  userId: string,
+  rawId: string,
+): Promise<string> => {
   const id = parseId(rawId);
   if (id === null || !(await apiKeysRepository(deps.db).revoke(userId, id))) {
     throw new NotFoundError("No such API key");
   }
+  await deps.credentialEvents?.publish({ keyId: id });
   return id;
 };
 

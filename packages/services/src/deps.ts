@@ -61,6 +61,18 @@ export interface KeyDeps {
   maxKeysPerUser?: number;
 }
 
+/** A credential that stopped being valid: one key, or every key of a user. */
+export type CredentialChange = { keyId: string } | { userId: string };
+
+/**
+ * Tells every API replica that a credential changed, so the keys they cache (the API's key cache)
+ * drop it at once. Every operation that revokes, deletes or narrows a key or a user calls it once
+ * the change is committed; a caller without a cache (the CLI, a test) passes none.
+ */
+export interface CredentialEvents {
+  publish: (change: CredentialChange) => Promise<void>;
+}
+
 /**
  * Commands that change a sandbox (pause, resume, removal): jobs of the `sandbox` queue, whose
  * results the caller waits for through the events of that queue.

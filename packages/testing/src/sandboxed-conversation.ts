@@ -1,4 +1,4 @@
-import { newEvent, newId, type Skill, type StoredEvent, type SystemPromptTool } from "@tern/core";
+import { issueSessionApiKey, newEvent, newId, type Skill, type StoredEvent, type SystemPromptTool } from "@tern/core";
 import {
   conversationsRepository,
   type Database,
@@ -8,6 +8,7 @@ import {
 } from "@tern/db";
 import { type SandboxDriver, SandboxLabel } from "@tern/sandbox";
 import type { Kysely } from "kysely";
+import { testSecretBox } from "./secret-box.ts";
 
 /** Where the agent works in a fixture's sandbox. */
 export const fixtureWorkspaceDir = "/workspace/project";
@@ -78,7 +79,7 @@ export const createSandboxedConversation = async (
     startTaskId: task.id,
     title: null,
     sandboxId: sandboxRow.id,
-    sessionApiKey: newId(),
+    sessionApiKey: issueSessionApiKey(testSecretBox(), conversationId).stored,
     selectedRepository: "acme/project",
     selectedBranch: null,
     gitProvider: "github",

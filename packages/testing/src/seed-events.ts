@@ -1,6 +1,7 @@
-import { type EventDraftOf, type EventKind, eventKinds, generateSessionApiKey, newEvent, newId } from "@tern/core";
+import { type EventDraftOf, type EventKind, eventKinds, issueSessionApiKey, newEvent, newId } from "@tern/core";
 import { conversationsRepository, type Database, startTasksRepository, usersRepository } from "@tern/db";
 import { type Kysely, sql } from "kysely";
+import { testSecretBox } from "./secret-box.ts";
 
 export interface ConversationFixture {
   userId: string;
@@ -17,14 +18,15 @@ export const createConversationFixture = async (
   const userId = opts.userId ?? (await usersRepository(db).create()).id;
   const task = await startTasksRepository(db).create(userId, { title: opts.title ?? "fixture" });
   const conversationId = newId();
-  const sessionApiKey = generateSessionApiKey();
+  // Sealed under this test file's key, as the services a test starts hold it.
+  const { key: sessionApiKey, stored } = issueSessionApiKey(testSecretBox(), conversationId);
   await conversationsRepository(db).createForTask({
     id: conversationId,
     userId,
     startTaskId: task.id,
     title: opts.title ?? "fixture",
     sandboxId: null,
-    sessionApiKey,
+    sessionApiKey: stored,
     selectedRepository: null,
     selectedBranch: null,
     gitProvider: null,

@@ -6,6 +6,7 @@ import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 import type { ApiDeps } from "../deps.ts";
 import { openPageSession, PAGE_COOKIE } from "../page/session.ts";
+import type { CachedKey } from "./key-cache.ts";
 import type { KeyUsage } from "./key-usage.ts";
 
 /**
@@ -87,17 +88,40 @@ const bearerToken = (header: string): string => {
   return match[1];
 };
 
-/** Resolves an API key value to its principal; null when it is unknown, revoked or expired. */
+const apiKeyPrincipal = (keyUsage: KeyUsage, k: CachedKey): Extract<Principal, { kind: "api_key" }> => {
+  keyUsage.record(k.keyId);
+  return { kind: "api_key", userId: k.userId, isAdmin: k.isAdmin, keyId: k.keyId };
+};
+
+/**
+ * Resolves an API key value to its principal; null when it is unknown, revoked or expired. The
+ * key cache (when the process has one) answers without Postgres: revocations reach it by pub/sub
+ * on every replica, and a cached key past its expires_at fails on time. Otherwise Postgres (unique
+ * index on key_hash) answers, and a live key is cached.
+ */
 const principalOfApiKey = async (
   deps: ApiDeps,
   keyUsage: KeyUsage,
   key: string,
 ): Promise<Extract<Principal, { kind: "api_key" }> | null> => {
-  // Every request asks Postgres (unique index on key_hash), so a revocation or an expiry counts at once.
-  const found = await apiKeysRepository(deps.db).findLiveByHash(hashApiKey(key));
+  const hash = hashApiKey(key);
+  const cache = deps.keyCache;
+  const now = Date.now();
+  const cached = cache?.get(hash, now);
+  if (cached)
+    return cached.expiresAtMs !== null && cached.expiresAtMs <= now ? null : apiKeyPrincipal(keyUsage, cached);
+  // Taken before the query: an invalidation while it runs keeps its (maybe stale) answer out of the cache.
+  const epoch = cache?.epoch ?? 0;
+  const found = await apiKeysRepository(deps.db).findLiveByHash(hash);
   if (!found) return null;
-  keyUsage.record(found.key.id);
-  return { kind: "api_key", userId: found.user.id, isAdmin: found.user.isAdmin, keyId: found.key.id };
+  const entry: CachedKey = {
+    keyId: found.key.id,
+    userId: found.user.id,
+    isAdmin: found.user.isAdmin,
+    expiresAtMs: found.key.expiresAt === null ? null : Date.parse(found.key.expiresAt),
+  };
+  if (!Number.isNaN(entry.expiresAtMs)) cache?.set(hash, entry, epoch);
+  return apiKeyPrincipal(keyUsage, entry);
 };
 
 const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): Promise<Principal> => {

@@ -5,9 +5,11 @@ import {
   type ConversationRecord,
   errorBodySchema,
   type OwnedSandbox,
+  openSessionApiKey,
   type SandboxRecord,
   type SandboxSpec,
   type SandboxSpecRecord,
+  type SecretBox,
   type StartTask,
   type StartTaskRecord,
   toHexId,
@@ -43,7 +45,7 @@ export const toStartTaskRecord = (t: StartTask): StartTaskRecord => ({
   updated_at: t.updatedAt,
 });
 
-export const toConversationRecord = (c: Conversation, publicUrl: string): ConversationRecord => ({
+export const toConversationRecord = (c: Conversation, publicUrl: string, box: SecretBox): ConversationRecord => ({
   id: toHexId(c.id),
   created_by_user_id: toHexId(c.userId),
   title: c.title,
@@ -52,7 +54,7 @@ export const toConversationRecord = (c: Conversation, publicUrl: string): Conver
   execution_status: c.executionStatus,
   // Where a person watches it: the live page (DESIGN.md), as the OpenHands docs example prints it.
   conversation_url: `${publicUrl}/conversations/${toHexId(c.id)}`,
-  session_api_key: c.sessionApiKey,
+  session_api_key: openSessionApiKey(box, c.id, c.sealedSessionApiKey),
   selected_repository: c.selectedRepository,
   selected_branch: c.selectedBranch,
   git_provider: c.gitProvider,
@@ -72,12 +74,13 @@ export const toConversationRecord = (c: Conversation, publicUrl: string): Conver
  * OpenHands' SandboxInfo. The session key and exposed URLs are there only while it runs, as
  * OpenHands clears them otherwise; ours publish no ports, so the list is empty then.
  */
-export const toSandboxRecord = (s: OwnedSandbox): SandboxRecord => ({
+export const toSandboxRecord = (s: OwnedSandbox, box: SecretBox): SandboxRecord => ({
   id: toHexId(s.id),
   created_by_user_id: hexOrNull(s.userId),
   sandbox_spec_id: s.image,
   status: s.status,
-  session_api_key: s.status === "RUNNING" ? s.sessionApiKey : null,
+  session_api_key:
+    s.status === "RUNNING" && s.conversationId ? openSessionApiKey(box, s.conversationId, s.sealedSessionApiKey) : null,
   exposed_urls: s.status === "RUNNING" ? [] : null,
   created_at: s.createdAt,
 });

@@ -2,7 +2,7 @@ import { buildSystemPrompt, systemPromptTools } from "@tern/agent";
 import {
   type Conversation,
   type EventDraft,
-  generateSessionApiKey,
+  issueSessionApiKey,
   newEvent,
   type RepositoryHook,
   type Skill,
@@ -44,7 +44,7 @@ export const startConversation = async (
     startTaskId: task.id,
     title: request.title ?? `Conversation ${toHexId(id).slice(0, 5)}`,
     sandboxId: sandbox.sandboxId,
-    sessionApiKey: generateSessionApiKey(),
+    sessionApiKey: issueSessionApiKey(deps.secretBox, id).stored,
     selectedRepository: workspace.repository?.fullName ?? null,
     selectedBranch: request.selected_branch ?? null,
     gitProvider: request.git_provider ?? (workspace.repository ? workspace.repository.provider : null),

@@ -14,7 +14,9 @@ export const conversationRecordSchema = z
     sandbox_status: z.enum(sandboxStatuses),
     execution_status: z.enum(executionStatuses),
     conversation_url: z.string().meta({ format: "uri" }),
-    session_api_key: z.string(),
+    session_api_key: z.string().nullable().meta({
+      description: "The conversation's session key (X-Session-API-Key); null once revoked (as OpenHands: str | null)",
+    }),
     selected_repository: z.string().nullable(),
     selected_branch: z.string().nullable(),
     git_provider: z.enum(gitProviders).nullable(),

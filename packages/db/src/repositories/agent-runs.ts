@@ -1,5 +1,12 @@
-import { type EventDraft, type ExecutionStatus, newEvent, type StoredEvent } from "@tern/core";
-import { type Kysely, sql, type Transaction } from "kysely";
+import {
+  type ConversationMetrics,
+  type EventDraft,
+  EventLimitError,
+  type ExecutionStatus,
+  newEvent,
+  type StoredEvent,
+} from "@tern/core";
+import { type Kysely, type RawBuilder, sql, type Transaction } from "kysely";
 import type { Database } from "../schema.ts";
 import { eventsRepository } from "./events.ts";
 
@@ -17,6 +24,29 @@ export type BeginRunResult =
   | { outcome: "ended" }
   | { outcome: "missing" };
 
+/** What a step adds to the conversation's metrics (`add`, summed) and sets in them (`set`). */
+export interface MetricsChange {
+  add?: Partial<ConversationMetrics>;
+  set?: Partial<ConversationMetrics>;
+}
+
+const emptyMetrics: ConversationMetrics = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0 };
+
+/** The `metrics` column changed as conversationsRepository.addMetrics changes it, as an expression. */
+const metricsChange = ({ add = {}, set = {} }: MetricsChange): RawBuilder<unknown> => {
+  let expr = sql`metrics`;
+  for (const [k, v] of Object.entries(add)) {
+    if (typeof v === "number" && v !== 0) {
+      expr = sql`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(coalesce((metrics->>${k})::numeric, 0) + ${v}))`;
+    }
+  }
+  for (const [k, v] of Object.entries(set)) {
+    if (typeof v === "number" && Number.isFinite(v))
+      expr = sql`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(${v}::numeric))`;
+  }
+  return expr;
+};
+
 /** The run lock was taken by someone else (another run, or a newer attempt of this one). */
 export class RunLeaseLostError extends Error {
   constructor(lease: RunLease) {
@@ -27,8 +57,9 @@ export class RunLeaseLostError extends Error {
 
 /**
  * The run lock of a conversation (never two agent runs at once) and the writes a run makes under it.
- * Every write locks the conversation row first (`for update`), the same row the event append
- * serialises on, so a status change and its ConversationStateUpdateEvent are one atomic step.
+ * Every write locks the conversation row first, the same row the event append serialises on, so
+ * a status change and its ConversationStateUpdateEvent are one atomic step: `for update` in the
+ * transactions of begin, end and the like; the step append takes it by its own update (one statement).
  */
 export const agentRunsRepository = (db: Kysely<Database>) => {
   const lockRow = (trx: Transaction<Database>, conversationId: string) =>
@@ -59,6 +90,36 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
       })
       .where("id", "=", conversationId)
       .execute();
+
+  /**
+   * One agent step's writes: its events, in order, and the LLM usage it adds to the conversation's
+   * metrics, all or nothing. The lease is checked by the append statement itself, under the row
+   * lock its update of the conversation takes, so a step is one round trip and one commit (one
+   * row lock, one multi-row insert, one last_seq update; one NOTIFY at commit). A superseded
+   * attempt's step writes nothing, metrics included (RunLeaseLostError).
+   */
+  const appendStep = async (
+    lease: RunLease,
+    drafts: EventDraft[],
+    opts: { maxEvents?: number; metrics?: MetricsChange } = {},
+  ): Promise<{ events: StoredEvent[]; metrics: ConversationMetrics }> => {
+    if (drafts.length === 0) throw new Error("a step appends at least one event");
+    const done = await eventsRepository(db).appendGuarded(lease.conversationId, drafts, {
+      lease,
+      maxEvents: opts.maxEvents,
+      metrics: opts.metrics && metricsChange(opts.metrics),
+    });
+    if (done) return { events: done.events, metrics: { ...emptyMetrics, ...done.metrics } };
+    // Refused: say why. A lost lease never comes back (attempts only grow), and events only
+    // accumulate, so what this read finds is why the statement wrote nothing.
+    const row = await db
+      .selectFrom("conversations")
+      .select(["active_run_id", "run_attempt"])
+      .where("id", "=", lease.conversationId)
+      .executeTakeFirst();
+    if (!holds(row, lease)) throw new RunLeaseLostError(lease);
+    throw new EventLimitError(opts.maxEvents ?? 0);
+  };
 
   return {
     /**
@@ -101,14 +162,13 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
 
     /**
      * Appends events as the lease holder; refused (RunLeaseLostError) when the lease was lost, and
-     * (EventLimitError) past `maxEvents`.
+     * (EventLimitError) past `maxEvents`, with nothing written. One statement (appendStep).
      */
     async append(lease: RunLease, drafts: EventDraft[], opts: { maxEvents?: number } = {}): Promise<StoredEvent[]> {
-      return db.transaction().execute(async (trx) => {
-        if (!holds(await lockRow(trx, lease.conversationId), lease)) throw new RunLeaseLostError(lease);
-        return eventsRepository(trx).append(lease.conversationId, drafts, opts);
-      });
+      return (await appendStep(lease, drafts, opts)).events;
     },
+
+    appendStep,
 
     /** Ends the run: its last events, the final status (with its event), and the lock released. */
     async end(lease: RunLease, status: ExecutionStatus, drafts: EventDraft[] = []): Promise<StoredEvent[]> {

@@ -1,14 +1,15 @@
-import { createHash } from "node:crypto";
-import type {
-  AgentType,
-  Conversation,
-  ConversationMetrics,
-  ConversationTrigger,
-  ExecutionStatus,
-  GitProvider,
-  RepositoryHook,
-  SandboxStatus,
-  Skill,
+import {
+  type AgentType,
+  type Conversation,
+  type ConversationMetrics,
+  type ConversationTrigger,
+  type ExecutionStatus,
+  type GitProvider,
+  hashApiKey,
+  type RepositoryHook,
+  type SandboxStatus,
+  type Skill,
+  type StoredSessionApiKey,
 } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { ConversationsTable, Database } from "../schema.ts";
@@ -61,7 +62,7 @@ const toConversation = (r: Row): Conversation => ({
   sandboxId: r.sandbox_id,
   sandboxStatus: (r.sandbox_status ?? "MISSING") as SandboxStatus,
   executionStatus: r.execution_status as ExecutionStatus,
-  sessionApiKey: r.session_api_key,
+  sealedSessionApiKey: r.session_api_key_sealed,
   selectedRepository: r.selected_repository,
   selectedBranch: r.selected_branch,
   gitProvider: r.git_provider as GitProvider | null,
@@ -86,7 +87,8 @@ export interface NewConversation {
   startTaskId: string;
   title: string | null;
   sandboxId: string | null;
-  sessionApiKey: string;
+  /** issueSessionApiKey's stored form: the key itself is never stored. */
+  sessionApiKey: StoredSessionApiKey;
   selectedRepository: string | null;
   selectedBranch: string | null;
   gitProvider: GitProvider | null;
@@ -110,8 +112,6 @@ export interface ConversationUpdate {
   selectedBranch?: string | null;
   gitProvider?: GitProvider | null;
 }
-
-const sessionKeyHash = (key: string) => createHash("sha256").update(key).digest("hex");
 
 export const conversationsRepository = (db: Kysely<Database>) => {
   // sandbox_status is read from the sandbox row (DESIGN: the conversation's status follows it).
@@ -158,8 +158,8 @@ export const conversationsRepository = (db: Kysely<Database>) => {
           start_task_id: input.startTaskId,
           title: input.title,
           sandbox_id: input.sandboxId,
-          session_api_key: input.sessionApiKey,
-          session_api_key_hash: sessionKeyHash(input.sessionApiKey),
+          session_api_key_hash: input.sessionApiKey.hash,
+          session_api_key_sealed: input.sessionApiKey.sealed,
           selected_repository: input.selectedRepository,
           selected_branch: input.selectedBranch,
           git_provider: input.gitProvider,
@@ -264,19 +264,55 @@ export const conversationsRepository = (db: Kysely<Database>) => {
     /** The conversation a live (not revoked) session key belongs to, by the key's hash (unique index). */
     async findBySessionKey(sessionApiKey: string): Promise<Conversation | null> {
       const row = await base()
-        .where("conversations.session_api_key_hash", "=", sessionKeyHash(sessionApiKey))
+        .where("conversations.session_api_key_hash", "=", hashApiKey(sessionApiKey))
         .where("conversations.session_revoked_at", "is", null)
         .executeTakeFirst();
       return row ? toConversation(row) : null;
     },
 
-    /** Revokes the conversation's session key (on DELETE); idempotent. */
+    /** Revokes the conversation's session key (on DELETE): nothing of it that could be shown is kept. Idempotent. */
     async revokeSessionKey(id: string): Promise<void> {
       await db
         .updateTable("conversations")
-        .set({ session_revoked_at: sql<string>`coalesce(session_revoked_at, now())` })
+        .set({
+          session_revoked_at: sql<string>`coalesce(session_revoked_at, now())`,
+          session_api_key: null,
+          session_api_key_sealed: null,
+        })
         .where("id", "=", id)
         .execute();
+    },
+
+    /**
+     * Seals the plaintext session keys of conversations made before migration 0090 (run at api
+     * start; SQL cannot seal, as SECRETS_KEY never reaches the database). Safe to run on every
+     * replica at once: a row is sealed only while it still holds the plaintext read.
+     */
+    async sealPlaintextSessionKeys(seal: (conversationId: string, key: string) => string): Promise<number> {
+      let sealed = 0;
+      for (;;) {
+        const rows = await db
+          .selectFrom("conversations")
+          .select(["id", "session_api_key"])
+          .where("session_api_key", "is not", null)
+          .limit(500)
+          .execute();
+        if (rows.length === 0) return sealed;
+        for (const r of rows) {
+          const key = r.session_api_key as string;
+          const res = await db
+            .updateTable("conversations")
+            .set({
+              session_api_key_sealed: seal(r.id, key),
+              session_api_key_hash: hashApiKey(key),
+              session_api_key: null,
+            })
+            .where("id", "=", r.id)
+            .where("session_api_key", "=", key)
+            .executeTakeFirst();
+          sealed += Number(res.numUpdatedRows);
+        }
+      }
     },
 
     async setExecutionStatus(id: string, status: ExecutionStatus): Promise<void> {

@@ -1,5 +1,5 @@
 import { type EventDraft, EventLimitError, metrics, newId, parseStoredEvent, type StoredEvent } from "@tern/core";
-import { type Kysely, type Selectable, sql } from "kysely";
+import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
 type EventRow = Selectable<Database["events"]>;
@@ -13,6 +13,9 @@ interface AppendedRow {
   payload: unknown;
 }
 
+const conversationExists = async (db: Kysely<Database>, conversationId: string) =>
+  !!(await db.selectFrom("conversations").select("id").where("id", "=", conversationId).executeTakeFirst());
+
 const toStored = (r: EventRow): StoredEvent => parseStoredEvent({ ...r, conversationId: r.conversation_id });
 
 /** What the agent reads at one step (readForAgent). */
@@ -24,6 +27,105 @@ export interface AgentHistoryRead {
   /** Events between `head` and `recent` that were not read. */
   omitted: number;
 }
+
+/** Conditions and extra writes a run's append carries in its one statement (agentRunsRepository). */
+export interface AppendGuard {
+  onlyIfEmpty?: boolean;
+  maxEvents?: number;
+  /**
+   * Appends only while this run attempt holds the conversation. Checked in the statement's own
+   * update of the conversation row, so under the row lock that update takes (a concurrent `begin`
+   * of a newer attempt either commits first and the check fails, or waits for this append).
+   */
+  lease?: { runId: string; attempt: number };
+  /** A new value of the conversation's `metrics`, written by the same statement (a step's LLM usage). */
+  metrics?: RawBuilder<unknown>;
+}
+
+/** An append done, or refused (null: a guard failed or the conversation does not exist; nothing written). */
+type GuardedAppend = { events: StoredEvent[]; metrics: Record<string, number> } | null;
+
+/**
+ * The one append statement: the conversation row's update (the per-conversation counter, and the
+ * guards), the events' multi-row insert, and the webhook outbox, in one round trip and so one
+ * transaction when run outside one. The events' insert fires the change notification of
+ * migration 0080 once per statement, at commit.
+ */
+const appendGuarded = async (
+  db: Kysely<Database>,
+  conversationId: string,
+  drafts: EventDraft[],
+  guard: AppendGuard,
+): Promise<GuardedAppend> => {
+  const n = drafts.length;
+  const rows = drafts.map((d, i) => ({
+    ord: i + 1,
+    id: d.id ?? newId(),
+    kind: d.kind,
+    source: d.source,
+    payload: d.payload,
+  }));
+  const result = await sql<AppendedRow & { metrics: Record<string, number> }>`
+    with c as (
+      update conversations
+      set last_seq = last_seq + ${n},
+          last_event_at = greatest(clock_timestamp(), coalesce(last_event_at, '-infinity'::timestamptz) + interval '1 microsecond')
+                          + (${n}::int - 1) * interval '1 microsecond'
+          ${guard.metrics ? sql`, metrics = ${guard.metrics}, updated_at = clock_timestamp()` : sql``}
+      where id = ${conversationId} ${guard.onlyIfEmpty ? sql`and last_seq = 0` : sql``}
+        ${guard.maxEvents ? sql`and last_seq + ${n} <= ${guard.maxEvents}` : sql``}
+        ${guard.lease ? sql`and active_run_id = ${guard.lease.runId} and run_attempt = ${guard.lease.attempt}` : sql``}
+      returning last_seq, last_event_at, user_id, metrics
+    ),
+    ins as (
+      insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
+      select ${conversationId}, c.last_seq - ${n} + v.ord, v.id, v.kind, v.source,
+             c.last_event_at - (${n}::int - v.ord) * interval '1 microsecond', v.payload
+      from c, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+           as v(ord int, id uuid, kind text, source text, payload jsonb)
+      order by v.ord
+      returning id, seq, kind, source, "timestamp", payload
+    ),
+    -- The webhook outbox, in this same statement (so the same transaction) as the append: an
+    -- event for every subscriber of conversation.event, and execution status changes for
+    -- conversation.execution_status (every status change is written with its event).
+    outbox as (
+      insert into webhook_deliveries (webhook_id, event_type, data)
+      select w.id, x.type, x.data
+      from ins
+      cross join c
+      join webhooks w on w.user_id = c.user_id and w.deleted_at is null
+      cross join lateral (
+        select to_char(ins."timestamp" at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
+      ) t
+      cross join lateral (values
+        ('conversation.event', jsonb_build_object(
+           'conversation_id', replace(${conversationId}::text, '-', ''),
+           'event', ins.payload || jsonb_build_object('id', ins.id, 'kind', ins.kind, 'source', ins.source, 'timestamp', t.ts))),
+        ('conversation.execution_status', case
+           when ins.kind = 'ConversationStateUpdateEvent' and ins.payload->>'key' = 'execution_status'
+           then jsonb_build_object(
+             'conversation_id', replace(${conversationId}::text, '-', ''),
+             'execution_status', ins.payload->'value',
+             'event_id', ins.id,
+             'timestamp', t.ts)
+           end)
+      ) as x(type, data)
+      where x.data is not null and x.type = any(w.events)
+      order by ins.seq
+    )
+    select ins.id, ins.seq, ins.kind, ins.source, ins."timestamp", ins.payload,
+           ${guard.metrics ? sql`c.metrics` : sql`null`} as metrics
+    from ins, c order by ins.seq
+  `.execute(db);
+  if (result.rows.length === 0) return null;
+  if (result.rows.length !== n) throw new Error(`append to ${conversationId}: ${result.rows.length} of ${n} events`);
+  metrics.eventsAppended.inc(n);
+  return {
+    events: result.rows.map((r) => parseStoredEvent({ ...r, conversationId })),
+    metrics: result.rows[0]?.metrics ?? {},
+  };
+};
 
 export const eventsRepository = (db: Kysely<Database>) => ({
   /**
@@ -41,76 +143,19 @@ export const eventsRepository = (db: Kysely<Database>) => ({
     opts: { onlyIfEmpty?: boolean; maxEvents?: number } = {},
   ): Promise<StoredEvent[]> {
     if (drafts.length === 0) return [];
-    const n = drafts.length;
-    const rows = drafts.map((d, i) => ({
-      ord: i + 1,
-      id: d.id ?? newId(),
-      kind: d.kind,
-      source: d.source,
-      payload: d.payload,
-    }));
-    const result = await sql<AppendedRow>`
-      with c as (
-        update conversations
-        set last_seq = last_seq + ${n},
-            last_event_at = greatest(clock_timestamp(), coalesce(last_event_at, '-infinity'::timestamptz) + interval '1 microsecond')
-                            + (${n}::int - 1) * interval '1 microsecond'
-        where id = ${conversationId} ${opts.onlyIfEmpty ? sql`and last_seq = 0` : sql``}
-          ${opts.maxEvents ? sql`and last_seq + ${n} <= ${opts.maxEvents}` : sql``}
-        returning last_seq, last_event_at, user_id
-      ),
-      ins as (
-        insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
-        select ${conversationId}, c.last_seq - ${n} + v.ord, v.id, v.kind, v.source,
-               c.last_event_at - (${n}::int - v.ord) * interval '1 microsecond', v.payload
-        from c, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-             as v(ord int, id uuid, kind text, source text, payload jsonb)
-        order by v.ord
-        returning id, seq, kind, source, "timestamp", payload
-      ),
-      -- The webhook outbox, in this same statement (so the same transaction) as the append: an
-      -- event for every subscriber of conversation.event, and execution status changes for
-      -- conversation.execution_status (every status change is written with its event).
-      outbox as (
-        insert into webhook_deliveries (webhook_id, event_type, data)
-        select w.id, x.type, x.data
-        from ins
-        cross join c
-        join webhooks w on w.user_id = c.user_id and w.deleted_at is null
-        cross join lateral (
-          select to_char(ins."timestamp" at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
-        ) t
-        cross join lateral (values
-          ('conversation.event', jsonb_build_object(
-             'conversation_id', replace(${conversationId}::text, '-', ''),
-             'event', ins.payload || jsonb_build_object('id', ins.id, 'kind', ins.kind, 'source', ins.source, 'timestamp', t.ts))),
-          ('conversation.execution_status', case
-             when ins.kind = 'ConversationStateUpdateEvent' and ins.payload->>'key' = 'execution_status'
-             then jsonb_build_object(
-               'conversation_id', replace(${conversationId}::text, '-', ''),
-               'execution_status', ins.payload->'value',
-               'event_id', ins.id,
-               'timestamp', t.ts)
-             end)
-        ) as x(type, data)
-        where x.data is not null and x.type = any(w.events)
-        order by ins.seq
-      )
-      select id, seq, kind, source, "timestamp", payload from ins order by seq
-    `.execute(db);
-    if (result.rows.length === 0 && opts.onlyIfEmpty) return [];
-    if (result.rows.length === 0 && opts.maxEvents) {
-      const exists = await db
-        .selectFrom("conversations")
-        .select("id")
-        .where("id", "=", conversationId)
-        .executeTakeFirst();
-      if (exists) throw new EventLimitError(opts.maxEvents);
-    }
-    if (result.rows.length !== n) throw new Error(`conversation ${conversationId} does not exist`);
-    metrics.eventsAppended.inc(n);
-    return result.rows.map((r) => parseStoredEvent({ ...r, conversationId }));
+    const done = await appendGuarded(db, conversationId, drafts, opts);
+    if (done) return done.events;
+    if (opts.onlyIfEmpty) return [];
+    if (opts.maxEvents && (await conversationExists(db, conversationId))) throw new EventLimitError(opts.maxEvents);
+    throw new Error(`conversation ${conversationId} does not exist`);
   },
+
+  /**
+   * The append with a run's guards (agentRunsRepository): null when one failed, with nothing
+   * written; the caller says which.
+   */
+  appendGuarded: (conversationId: string, drafts: EventDraft[], guard: AppendGuard) =>
+    appendGuarded(db, conversationId, drafts, guard),
 
   /** The whole history in order, unbounded: for tests and tools, never per agent step (readForAgent). */
   async listAll(conversationId: string): Promise<StoredEvent[]> {

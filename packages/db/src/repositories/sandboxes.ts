@@ -60,11 +60,11 @@ const ownedQuery = (db: Kysely<Database>) =>
     .selectFrom("sandboxes")
     .leftJoin("conversations", "conversations.id", "sandboxes.conversation_id")
     .selectAll("sandboxes")
-    .select("conversations.session_api_key");
+    .select("conversations.session_api_key_sealed");
 
-const toOwned = (r: Selectable<SandboxesTable> & { session_api_key: string | null }): OwnedSandbox => ({
+const toOwned = (r: Selectable<SandboxesTable> & { session_api_key_sealed: string | null }): OwnedSandbox => ({
   ...toSandbox(r),
-  sessionApiKey: r.session_api_key,
+  sealedSessionApiKey: r.session_api_key_sealed,
 });
 
 export const sandboxesRepository = (db: Kysely<Database>) => ({

@@ -40,7 +40,7 @@ export const registerSearchConversations = (router: Router, deps: ApiDeps) =>
       fetch: (after) =>
         conversationsRepository(deps.db).searchForUser(userId, { limit, filter, order: sort_order, after }),
       keyOf: (conv) => conversationSortKey(conv, sort_order),
-      toItem: (conv) => toConversationRecord(conv, deps.config.publicUrl),
+      toItem: (conv) => toConversationRecord(conv, deps.config.publicUrl, deps.secretBox),
     });
     return c.json(page, 200);
   });

@@ -23,6 +23,10 @@ const route = createRoute({
 
 export const registerRevokeKey = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const id = await revokeApiKey(deps, c.get("principal").userId, c.req.valid("param").id);
+    const id = await revokeApiKey(
+      { db: deps.db, credentialEvents: deps.keyCache },
+      c.get("principal").userId,
+      c.req.valid("param").id,
+    );
     return c.json({ id: toHexId(id), revoked: true as const }, 200);
   });

@@ -32,7 +32,7 @@ export const registerSearchSandboxes = (router: Router, deps: ApiDeps) =>
       limit,
       pageId: page_id,
       fetch: (after) => sandboxesRepository(deps.db).searchForUser(userId, { limit, after }),
-      toItem: toSandboxRecord,
+      toItem: (s) => toSandboxRecord(s, deps.secretBox),
     });
     return c.json(page, 200);
   });
