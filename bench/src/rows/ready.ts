@@ -231,9 +231,9 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
     const coldS = summarize(cold.map((o) => o.clientMs));
     ctx.progress(`cold start to READY: p50 ${coldS.p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(cold))}`);
 
-    // Warm pool: one start at a time, paced so the pool has refilled (a pool serves bursts up to its
-    // size). Then, on the same self-sizing pool (SANDBOX_POOL_MAX above its size), a burst of twice
-    // its size at once, and a steady rate faster than a pool of fixed size refills.
+    // Warm pool, self-sizing (SANDBOX_POOL_MAX above its size): a burst of twice its size at once;
+    // one start at a time, paced so the pool has refilled; a steady rate faster than a pool of fixed
+    // size refills.
     const poolSize = 2;
     d = await deployment(1, poolSize, { SANDBOX_POOL_MAX: String(POOL_MAX) });
     let warm: StartOutcome[];
