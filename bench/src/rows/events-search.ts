@@ -67,7 +67,8 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
     const mid = Math.floor(dataset.bigSize / 2);
     const gte = new Date(eventTimestampMs(mid)).toISOString();
     const lt = new Date(eventTimestampMs(mid) + 3_600_000).toISOString();
-    const filter = { conversationId: conv };
+    // As the API asks it: the owner check is part of the statement.
+    const filter = { conversationId: conv, ownerId: dataset.ownerId };
     const scenarios: Scenario[] = [
       { id: "first", label: "first page", query: { limit: "100" }, request: { filter, order: "asc", limit: 100 } },
       {
