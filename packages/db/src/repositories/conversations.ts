@@ -13,6 +13,7 @@ import {
 } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { ConversationsTable, Database } from "../schema.ts";
+import { emptyMetrics, metricsChange } from "./metrics.ts";
 
 type Row = Selectable<ConversationsTable> & { sandbox_status: string | null; sub_conversation_ids: string[] | null };
 
@@ -51,8 +52,6 @@ export const conversationSortKey = (c: Conversation, order: ConversationSortOrde
 
 /** `%` and `_` of a user's text matched literally by LIKE. */
 export const likeEscaped = (text: string): string => text.replace(/[\\%_]/g, (ch) => `\\${ch}`);
-
-const emptyMetrics: ConversationMetrics = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0 };
 
 const toConversation = (r: Row): Conversation => ({
   id: r.id,
@@ -340,18 +339,9 @@ export const conversationsRepository = (db: Kysely<Database>) => {
       delta: Partial<ConversationMetrics>,
       set: Partial<ConversationMetrics> = {},
     ): Promise<ConversationMetrics | null> {
-      const entries = Object.entries(delta).filter(([, v]) => typeof v === "number" && v !== 0);
-      const sets = Object.entries(set).filter(([, v]) => typeof v === "number" && Number.isFinite(v));
-      let expr = sql<string>`metrics`;
-      for (const [k, v] of entries) {
-        expr = sql<string>`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(coalesce((metrics->>${k})::numeric, 0) + ${v}))`;
-      }
-      for (const [k, v] of sets) {
-        expr = sql<string>`jsonb_set(${expr}, ${`{${k}}`}::text[], to_jsonb(${v}::numeric))`;
-      }
       const row = await db
         .updateTable("conversations")
-        .set({ metrics: expr, updated_at: sql<string>`clock_timestamp()` })
+        .set({ metrics: metricsChange({ add: delta, set }), updated_at: sql<string>`clock_timestamp()` })
         .where("id", "=", id)
         .returning("metrics")
         .executeTakeFirst();

@@ -5,6 +5,12 @@ import type { Database } from "../schema.ts";
 /** What a client may filter a conversation's events by. Times are ISO 8601 strings with an explicit zone. */
 export interface EventFilter {
   conversationId: string;
+  /**
+   * Only while the conversation is this user's: the owner check rides in the same statement (a
+   * primary-key probe run once), so a request reads its page in one round trip. A conversation that
+   * is not theirs reads as empty; the caller tells "empty" from "not yours" only then.
+   */
+  ownerId?: string;
   kind?: EventKind;
   /** Inclusive lower bound. */
   timestampGte?: string;
@@ -37,6 +43,16 @@ export interface EventPage {
 export const eventsSearchRepository = (db: Kysely<Database>) => {
   const filtered = (f: EventFilter) => {
     let q = db.selectFrom("events").where("conversation_id", "=", f.conversationId);
+    const ownerId = f.ownerId;
+    if (ownerId !== undefined)
+      q = q.where(({ exists, selectFrom }) =>
+        exists(
+          selectFrom("conversations")
+            .select("conversations.id")
+            .where("conversations.id", "=", f.conversationId)
+            .where("conversations.user_id", "=", ownerId),
+        ),
+      );
     if (f.kind !== undefined) q = q.where("kind", "=", f.kind);
     // Bound as text with its zone and cast by Postgres, so microseconds survive (a JS Date drops them).
     if (f.timestampGte !== undefined) q = q.where("timestamp", ">=", sql<string>`${f.timestampGte}::timestamptz`);

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { eventSchema, eventToJson } from "@tern/core";
 import { type EventFilter, type EventOrder, eventsSearchRepository } from "@tern/db";
-import { ownedConversation } from "@tern/services";
+import { conversationIdFor, ownedConversation } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
 import { pageQuery, pageSchema } from "../queries.ts";
@@ -44,21 +44,30 @@ const cursorScope = (f: EventFilter, order: EventOrder) =>
 export const registerSearchEvents = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const query = c.req.valid("query");
-    const { id: conversationId } = await ownedConversation(
-      deps,
-      c.get("principal"),
-      c.req.valid("param").conversation_id,
-    );
+    const caller = c.get("principal");
+    const rawId = c.req.valid("param").conversation_id;
+    // One round trip: the page's own statement checks the owner (the search is the hot read).
+    const conversationId = conversationIdFor(caller, rawId);
+    const notOwned = () => ownedConversation(deps, caller, rawId);
     const filter = toEventFilter(conversationId, query);
     const order: EventOrder = query.sort_order === "TIMESTAMP_DESC" ? "desc" : "asc";
     const scope = cursorScope(filter, order);
-    const after = query.page_id ? decodePageCursor(deps.config.cursorSecret, scope, query.page_id, position) : null;
+    let after: z.infer<typeof position> | null = null;
+    try {
+      after = query.page_id ? decodePageCursor(deps.config.cursorSecret, scope, query.page_id, position) : null;
+    } catch (err) {
+      // Another user's conversation is 404 whatever its cursor.
+      await notOwned();
+      throw err;
+    }
     const page = await eventsSearchRepository(deps.db).page({
-      filter,
+      filter: { ...filter, ownerId: caller.userId },
       order,
       after: after && { timestamp: after.t, seq: after.s },
       limit: query.limit,
     });
+    // Nothing found may mean "not yours": 404 then, as for any other read.
+    if (page.events.length === 0) await notOwned();
     const last = page.events.at(-1);
     const next =
       page.hasMore && last
