@@ -91,7 +91,8 @@ const stageChart = (rows: BenchRow[]): string => {
 
 export const renderHtml = (result: BenchResult): string => {
   const rows = result.rows;
-  const ready = rows.filter((r) => r.id.startsWith("ready."));
+  // Times only: the ready section also has hit rates (%).
+  const ready = rows.filter((r) => r.id.startsWith("ready.") && r.unit === "ms");
   const search = rows.filter((r) => r.id.startsWith("search."));
   const ratios = rows.filter((r) => r.ratio !== null);
   const table = rows

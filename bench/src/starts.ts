@@ -1,5 +1,5 @@
 import type { StartRequest } from "@tern/core";
-import type { SandboxDriver } from "@tern/sandbox";
+import { type SandboxDriver, SandboxLabel } from "@tern/sandbox";
 import { removeSandboxesOfNamespace, type ServiceProcess } from "@tern/testing";
 import pg from "pg";
 import { rssMiB } from "./load.ts";
@@ -128,8 +128,44 @@ export const startDeployment = async (opts: {
       const last = Math.max(...readyAt.values());
       return { outcomes: await outcomes(posted, readyAt), spanMs: last - first };
     },
+    /**
+     * `n` starts posted one every `intervalMs` (an open loop: each goes at its time, whether the
+     * earlier ones are READY or not), followed to READY.
+     */
+    async paced(n: number, intervalMs: number, body: (i: number) => StartRequest): Promise<StartOutcome[]> {
+      const t0 = performance.now();
+      const posted = await Promise.all(
+        Array.from({ length: n }, async (_, i) => {
+          const wait = t0 + i * intervalMs - performance.now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          return post(body(i));
+        }),
+      );
+      const readyAt = await waitReady(
+        posted.map((p) => p.id.replaceAll("-", "")),
+        120_000 + n * 2_000,
+      );
+      return outcomes(posted, readyAt);
+    },
     async removeSandbox(sandboxes: SandboxDriver, name: string | null) {
       if (name) await sandboxes.destroy(name).catch(() => undefined);
+    },
+    /**
+     * Waits until the workers' pools hold `n` warm sandboxes (running, unclaimed, and made at
+     * least `settledMs` ago, so their warm-up exec is done). The starts' own sandboxes must be
+     * removed first: claimed ones keep their pool labels.
+     */
+    async waitWarm(sandboxes: SandboxDriver, n: number, settledMs = 1_000, timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const warm = (await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })).filter(
+          (c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs,
+        );
+        if (warm.length >= n) return warm.length;
+        if (Date.now() > deadline)
+          throw new Error(`the pool has ${warm.length} warm sandboxes, not ${n}, after ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     },
     async workerRss(): Promise<number[]> {
       return Promise.all(workers.map((w) => rssMiB(w.pid)));

@@ -86,6 +86,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   // Made even with no pool: its start removes what a killed predecessor under this WORKER_ID left warm.
   const warmPool = createSandboxPool(sandboxes, {
     size: config.SANDBOX_POOL_SIZE,
+    max: config.SANDBOX_POOL_MAX,
     namespace: config.REDIS_PREFIX,
     ownerId: workerId,
     spec: {
@@ -136,6 +137,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   // After the workers, so its shutdown comes first: the API stops picking this worker before it stops.
   const refreshMetrics = async () => {
     metrics.poolSize.set(warmPool.available());
+    metrics.poolTarget.set(warmPool.target());
     for (const queue of queues.all) {
       const counts = await queue.getJobCounts("waiting", "active", "delayed", "failed", "prioritized");
       for (const [state, n] of Object.entries(counts)) metrics.queueDepth.set({ queue: queue.name, state }, n);
@@ -172,6 +174,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
       ...prepared.summary,
       host_address: prepared.hostAddress,
       pool: config.SANDBOX_POOL_SIZE,
+      pool_max: config.SANDBOX_POOL_MAX ?? config.SANDBOX_POOL_SIZE,
     },
     "worker ready",
   );

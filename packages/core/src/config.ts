@@ -79,6 +79,12 @@ export const configFields = {
   // Host-wide for the sandbox uid (RLIMIT_NPROC): a backstop above SANDBOX_PIDS_LIMIT × sandboxes.
   SANDBOX_NPROC: int(64, 4_194_304).default(8192),
   SANDBOX_POOL_SIZE: int(0, 100).default(2),
+  /**
+   * The warm pool grows up to this many per worker while starts arrive faster than
+   * SANDBOX_POOL_SIZE covers (sized from the arrival rate and the refill time), and shrinks back
+   * slowly. Unset: SANDBOX_POOL_SIZE, a pool of fixed size.
+   */
+  SANDBOX_POOL_MAX: z.preprocess(emptyAsUndefined, int(0, 100).optional()),
   WORKER_CONCURRENCY: int(1, 1000).default(4),
   SETUP_SCRIPT_TIMEOUT: int(1, 86_400).default(600),
   START_TASK_DEADLINE: int(10, 86_400).default(1800),

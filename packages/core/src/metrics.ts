@@ -65,6 +65,11 @@ export const metrics = {
     help: "Warm sandboxes ready to be claimed in this worker's pool",
     registers,
   }),
+  poolTarget: new Gauge({
+    name: "tern_pool_target_sandboxes",
+    help: "Warm sandboxes this worker's pool keeps now: SANDBOX_POOL_SIZE at rest, up to SANDBOX_POOL_MAX as starts arrive faster",
+    registers,
+  }),
   poolClaims: new Counter({
     name: "tern_pool_claims_total",
     help: "Starts that looked in the warm pool, by result (hit: took a warm sandbox; miss: made one)",

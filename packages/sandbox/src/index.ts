@@ -3,4 +3,5 @@ export * from "./create-driver.ts";
 export { type DockerEngine, dockerEngineFromEnv } from "./docker/engine.ts";
 export * from "./driver.ts";
 export * from "./pool.ts";
+export * from "./pool-sizing.ts";
 export * from "./traced.ts";

@@ -8,6 +8,7 @@ import {
   type SandboxPool,
   type SandboxSpec,
 } from "./driver.ts";
+import { createArrivalRate, createRefillEstimate, poolTarget } from "./pool-sizing.ts";
 
 /** The worker instance whose pool made the sandbox (see `PoolOwnerLabel` in the janitor). */
 export const PoolOwnerLabel = "tern.pool_owner";
@@ -18,8 +19,26 @@ export interface ClaimOwner {
 }
 
 export interface SandboxPoolOptions {
-  /** Warm sandboxes kept started ahead. 0 makes a pool that never has one. */
+  /**
+   * Warm sandboxes kept started ahead, at least (SANDBOX_POOL_SIZE). 0 makes a pool that never has
+   * one, whatever `max` says.
+   */
   size: number;
+  /**
+   * At most this many (SANDBOX_POOL_MAX; default `size`, a pool of fixed size). Above `size`, the
+   * pool grows with the rate starts arrive at (see `sizing`), so a steady rate finds a warm one.
+   */
+  max?: number;
+  sizing?: {
+    /** The arrival rate is an average over about this long (default 30 s). */
+    windowMs?: number;
+    /** Head room over `rate × refill time` (default 3: at 2 a loaded engine's stalls left 75-80 % hits). */
+    safety?: number;
+    /** A warm sandbox above the target is removed after the pool has not needed it this long (default 60 s). */
+    shrinkAfterMs?: number;
+  };
+  /** The clock of the sizing (arrivals, refill times, shrinking); tests bring their own. */
+  now?: () => number;
   /** The deployment (REDIS_PREFIX): goes into the namespace label and the sandbox names. */
   namespace: string;
   /** This worker instance; pool sandboxes carry it so the janitor can tell whose they are. */
@@ -59,6 +78,8 @@ export interface WarmSandboxPool extends SandboxPool {
   available(): number;
   /** Resolves when `size` sandboxes are warm (or rejects after `timeoutMs`). */
   whenFull(timeoutMs?: number): Promise<void>;
+  /** The size the pool keeps itself at now: `size` at rest, up to `max` while starts arrive fast. */
+  target(): number;
 }
 
 /** Names every driver accepts (Docker's: [a-zA-Z0-9][a-zA-Z0-9_.-]*). */
@@ -66,12 +87,21 @@ const nameSafe = (s: string): string => s.replace(/[^a-zA-Z0-9_.-]/g, "-");
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** How often a pool above its floor looks again at its target (the rate decays between claims). */
+const RESIZE_EVERY_MS = 1_000;
+
 /**
  * A per-process pool of started sandboxes. Each worker claims only entries of its own, popped
  * from memory in one synchronous step, so two start jobs never get the same sandbox and two
  * workers never share one. A claimed sandbox leaves the pool for good: it is never handed out
  * again, whatever happens to its conversation. Replenishing runs in the background, one create
- * at a time, so warm-up never competes with cold starts for more than one driver call.
+ * at a time while the pool is at its floor, so warm-up competes with cold starts for one driver
+ * call at most; above it (starts arriving faster), as many at once as the target lacks.
+ *
+ * Its size follows the arrival rate: `poolTarget` of the claims per second (a moving average)
+ * and the measured refill time, between `size` and `max`. It grows at once and shrinks slowly: a
+ * warm sandbox above the target goes only after the target has stayed below the pool for
+ * `shrinkAfterMs`, one at a time.
  */
 export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOptions): WarmSandboxPool => {
   const ready: SandboxInfo[] = [];
@@ -86,6 +116,19 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
   const log = opts.logger;
   const prefix = `tern-pool-${nameSafe(opts.namespace)}-${nameSafe(opts.ownerId).slice(0, 24)}`;
 
+  const now = opts.now ?? Date.now;
+  const min = Math.max(0, opts.size);
+  const max = min > 0 ? Math.max(min, opts.max ?? min) : 0;
+  const safety = opts.sizing?.safety ?? 3;
+  const shrinkAfterMs = opts.sizing?.shrinkAfterMs ?? 60_000;
+  const arrivals = createArrivalRate({ windowMs: opts.sizing?.windowMs ?? 30_000 });
+  const refill = createRefillEstimate();
+  /** Since when the pool has held more warm sandboxes than its target (null: not above it). */
+  let surplusSince: number | null = null;
+
+  const target = (): number =>
+    max <= min ? min : poolTarget({ ratePerSec: arrivals.perSec(now()), refillMs: refill.get(), min, max, safety });
+
   const labels = (): Record<string, string> => ({
     ...opts.spec.labels,
     [SandboxLabel.Marker]: "1",
@@ -95,7 +138,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
   });
 
   const notifyFull = () => {
-    if (ready.length < opts.size) return;
+    if (ready.length < min) return;
     for (const w of fullWaiters.splice(0)) w();
   };
 
@@ -107,6 +150,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
 
   const createOne = async (): Promise<void> => {
     creating++;
+    const startedAt = now();
     const name = `${prefix}-${randomBytes(6).toString("hex")}`;
     try {
       const info = await driver.create({ ...opts.spec, name, labels: labels() });
@@ -118,6 +162,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
         await driver.destroy(info.ref).catch(() => undefined);
         return;
       }
+      refill.add(now() - startedAt);
       ready.push(info);
       notifyFull();
     } catch (err) {
@@ -144,29 +189,70 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     }
   };
 
+  /**
+   * Removes one warm sandbox once the pool has held more than its target for `shrinkAfterMs`;
+   * the next one goes another `shrinkAfterMs` later, if the target is still below.
+   */
+  const shrink = async (goal: number): Promise<void> => {
+    if (ready.length <= goal) {
+      surplusSince = null;
+      return;
+    }
+    const t = now();
+    surplusSince ??= t;
+    if (t - surplusSince < shrinkAfterMs) return;
+    surplusSince = t;
+    // Taken out synchronously, so no claim can get it while it is destroyed.
+    const idle = ready.shift() as SandboxInfo;
+    log?.debug({ sandbox: idle.name, target: goal }, "warm sandbox not needed; removing it");
+    await driver
+      .destroy(idle.ref)
+      .catch((err) => log?.warn({ err, sandbox: idle.name }, "removing a warm sandbox failed"));
+  };
+
   const replenish = async (): Promise<void> => {
     let backoff = 500;
+    let retryAt = 0;
     const checkEvery = opts.checkEveryMs ?? 30_000;
+    const inFlight = new Set<Promise<void>>();
     while (running) {
       try {
         if (Date.now() - lastCheck >= checkEvery) await dropDead();
-        if (ready.length + creating < opts.size) {
-          await createOne();
-          backoff = 500;
-          continue;
-        }
       } catch (err) {
-        log?.warn({ err, backoffMs: backoff }, "warm sandbox create failed");
-        await Promise.race([sleep(backoff), new Promise<void>((r) => (wake = r))]);
-        backoff = Math.min(backoff * 2, 30_000);
+        log?.warn({ err }, "listing warm sandboxes failed");
+      }
+      const goal = target();
+      // At rest one create at a time, as a fixed pool; above its floor, all the target lacks at once,
+      // or a pool growing for a steady rate would lag it by a refill per missing sandbox.
+      const parallel = goal > min ? goal : 1;
+      if (ready.length + creating < goal && creating < parallel && Date.now() >= retryAt) {
+        const p: Promise<void> = createOne()
+          .then(
+            () => {
+              backoff = 500;
+            },
+            (err) => {
+              log?.warn({ err, backoffMs: backoff }, "warm sandbox create failed");
+              retryAt = Date.now() + backoff;
+              backoff = Math.min(backoff * 2, 30_000);
+            },
+          )
+          .finally(() => {
+            inFlight.delete(p);
+            kick();
+          });
+        inFlight.add(p);
         continue;
       }
-      // Full: sleep until a claim takes one or the next health check is due.
-      await Promise.race([
-        sleep(Math.max(10, checkEvery - (Date.now() - lastCheck))),
-        new Promise<void>((r) => (wake = r)),
-      ]);
+      if (creating === 0) await shrink(goal);
+      // Nothing to start now: sleep until a claim or a create wakes us, a retry or the next health
+      // check is due, or (above the floor) the target may have moved.
+      let napMs = Math.max(10, checkEvery - (Date.now() - lastCheck));
+      if (retryAt > Date.now()) napMs = Math.min(napMs, retryAt - Date.now());
+      if (goal > min || ready.length > min) napMs = Math.min(napMs, RESIZE_EVERY_MS);
+      await Promise.race([sleep(Math.max(10, napMs)), new Promise<void>((r) => (wake = r))]);
     }
+    await Promise.all(inFlight);
   };
 
   /** Removes what an earlier process under this owner id left warm (see `isClaimed`). */
@@ -190,7 +276,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       if (running || stopped) return;
       // Even with no pool now: what a predecessor of this id left warm is ours to remove.
       await removeLeftovers();
-      if (opts.size <= 0) return;
+      if (min <= 0) return;
       running = true;
       if (opts.heartbeat) {
         const beat = opts.heartbeat;
@@ -204,10 +290,12 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     },
 
     async claim(owner) {
+      // Every start that looks counts towards the rate, hit or miss: a miss is demand the pool lacked.
+      if (running) arrivals.record(now());
       // Synchronous pop: no other claim in this process can see the same entry.
       const info = ready.shift();
-      if (!info) return null;
       kick();
+      if (!info) return null;
       try {
         await opts.onClaim?.(info, owner);
       } catch (err) {
@@ -232,8 +320,10 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
 
     available: () => ready.length,
 
+    target: () => (running ? target() : 0),
+
     whenFull(timeoutMs = 60_000) {
-      if (ready.length >= opts.size || opts.size <= 0) return Promise.resolve();
+      if (ready.length >= min || min <= 0) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error(`pool not full after ${timeoutMs} ms`)), timeoutMs);
         fullWaiters.push(() => {
