@@ -43,7 +43,6 @@ export const createSandboxedConversation = async (
   input: SandboxedConversationInput = {},
 ): Promise<{ conversationId: string; sandboxRef: string }> => {
   const { db, sandboxes } = world;
-  const task = await startTasksRepository(db).create(world.userId, {});
   const conversationId = newId();
   const info = await sandboxes.create({
     name: `tern-agent-test-${conversationId}`,
@@ -65,38 +64,43 @@ export const createSandboxedConversation = async (
       fixtureWorkspaceDir,
       Object.entries(input.files).map(([path, content]) => ({ path, content })),
     );
-  const sandboxRow = await sandboxesRepository(db).upsert({
-    name: info.name,
-    image: "tern-sandbox:latest",
-    startTaskId: task.id,
-    conversationId,
-    status: "RUNNING",
+  // Every row in one transaction: a worker's janitor must never see the task in flight without a
+  // job (it would start it for real, and its conversation would take this one's place).
+  await db.transaction().execute(async (trx) => {
+    const task = await startTasksRepository(trx).create(world.userId, {});
+    const sandboxRow = await sandboxesRepository(trx).upsert({
+      name: info.name,
+      image: "tern-sandbox:latest",
+      startTaskId: task.id,
+      conversationId,
+      status: "RUNNING",
+    });
+    await sandboxesRepository(trx).update(sandboxRow.id, { ref: info.ref });
+    await conversationsRepository(trx).createForTask({
+      id: conversationId,
+      userId: world.userId,
+      startTaskId: task.id,
+      title: null,
+      sandboxId: sandboxRow.id,
+      sessionApiKey: issueSessionApiKey(testSecretBox(), conversationId).stored,
+      selectedRepository: "acme/project",
+      selectedBranch: null,
+      gitProvider: "github",
+      llmModel: input.llmModel ?? null,
+      skills: input.skills ?? [],
+      workspaceDir: fixtureWorkspaceDir,
+    });
+    await eventsRepository(trx).append(conversationId, [
+      newEvent.systemPrompt("You are the test agent.", world.tools),
+      ...(input.message ? [userMessageDraft(input.message)] : []),
+    ]);
+    // A started conversation: its task is READY.
+    await trx
+      .updateTable("start_tasks")
+      .set({ status: "READY", app_conversation_id: conversationId, sandbox_id: sandboxRow.id })
+      .where("id", "=", task.id)
+      .execute();
   });
-  await sandboxesRepository(db).update(sandboxRow.id, { ref: info.ref });
-  await conversationsRepository(db).createForTask({
-    id: conversationId,
-    userId: world.userId,
-    startTaskId: task.id,
-    title: null,
-    sandboxId: sandboxRow.id,
-    sessionApiKey: issueSessionApiKey(testSecretBox(), conversationId).stored,
-    selectedRepository: "acme/project",
-    selectedBranch: null,
-    gitProvider: "github",
-    llmModel: input.llmModel ?? null,
-    skills: input.skills ?? [],
-    workspaceDir: fixtureWorkspaceDir,
-  });
-  await eventsRepository(db).append(conversationId, [
-    newEvent.systemPrompt("You are the test agent.", world.tools),
-    ...(input.message ? [userMessageDraft(input.message)] : []),
-  ]);
-  // A started conversation: its task is READY (else a worker's janitor would take the task up again).
-  await db
-    .updateTable("start_tasks")
-    .set({ status: "READY", app_conversation_id: conversationId, sandbox_id: sandboxRow.id })
-    .where("id", "=", task.id)
-    .execute();
   return { conversationId, sandboxRef: info.ref };
 };
 

@@ -16,25 +16,29 @@ export const createConversationFixture = async (
   opts: { userId?: string; title?: string } = {},
 ): Promise<ConversationFixture> => {
   const userId = opts.userId ?? (await usersRepository(db).create()).id;
-  const task = await startTasksRepository(db).create(userId, { title: opts.title ?? "fixture" });
   const conversationId = newId();
   // Sealed under this test file's key, as the services a test starts hold it.
   const { key: sessionApiKey, stored } = issueSessionApiKey(testSecretBox(), conversationId);
-  await conversationsRepository(db).createForTask({
-    id: conversationId,
-    userId,
-    startTaskId: task.id,
-    title: opts.title ?? "fixture",
-    sandboxId: null,
-    sessionApiKey: stored,
-    selectedRepository: null,
-    selectedBranch: null,
-    gitProvider: null,
-    llmModel: null,
-    skills: [],
-    workspaceDir: "/workspace/project",
+  // One transaction: a worker's janitor must never see the task in flight without a job.
+  const task = await db.transaction().execute(async (trx) => {
+    const made = await startTasksRepository(trx).create(userId, { title: opts.title ?? "fixture" });
+    await conversationsRepository(trx).createForTask({
+      id: conversationId,
+      userId,
+      startTaskId: made.id,
+      title: opts.title ?? "fixture",
+      sandboxId: null,
+      sessionApiKey: stored,
+      selectedRepository: null,
+      selectedBranch: null,
+      gitProvider: null,
+      llmModel: null,
+      skills: [],
+      workspaceDir: "/workspace/project",
+    });
+    await startTasksRepository(trx).markReady(made.id, 0, conversationId);
+    return made;
   });
-  await startTasksRepository(db).markReady(task.id, 0, conversationId);
   return { userId, taskId: task.id, conversationId, sessionApiKey };
 };
 
