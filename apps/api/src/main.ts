@@ -1,12 +1,5 @@
 import { serve } from "@hono/node-server";
-import {
-  createSecretBox,
-  loadSecretsKeys,
-  runService,
-  type ServiceContext,
-  sealSessionApiKey,
-  startTracing,
-} from "@tern/core";
+import { runService, type ServiceContext, sealSessionApiKey, secretBoxFromConfig, startTracing } from "@tern/core";
 import { apiKeysRepository, assertSchemaCurrent, conversationsRepository, createChangeFeed, createDb } from "@tern/db";
 import { createQueueEvents, createQueues, createRedis, QueueName } from "@tern/queue";
 import { resolveInternalToken } from "@tern/services";
@@ -54,7 +47,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
   // Without a configured secret, cursors are signed with a random one generated once and kept in
   // Postgres: shared by every API replica of the deployment, and guessable from nothing.
   const cursorSecret = await resolveCursorSecret(db, config.CURSOR_SECRET);
-  const secretBox = createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+  const secretBox = secretBoxFromConfig(config);
   // Session keys made before migration 0090 are still in plaintext: seal them before serving.
   const sealedKeys = await conversationsRepository(db).sealPlaintextSessionKeys(
     (id, key) => sealSessionApiKey(secretBox, id, key).sealed,

@@ -1,4 +1,4 @@
-import { ConfigError, configFields, createSecretBox, loadSecretsKeys, parseConfig, type SecretBox } from "@tern/core";
+import { ConfigError, configFields, parseConfig, type SecretBox, secretBoxFromConfig } from "@tern/core";
 import { createDb, migrateToLatest } from "@tern/db";
 import { createClient, TernApiError } from "@tern/sdk";
 import { z } from "zod";
@@ -70,7 +70,7 @@ const main = async (): Promise<number> => {
     await migrateToLatest(db);
     let box: SecretBox | undefined;
     const secretBox = () => {
-      box ??= createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+      box ??= secretBoxFromConfig(config);
       return box;
     };
     return await command(

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { createSecretBox, loadSecretsKeys, metrics, runService, type ServiceContext, startTracing } from "@tern/core";
+import { metrics, runService, type ServiceContext, secretBoxFromConfig, startTracing } from "@tern/core";
 import { assertSchemaCurrent, createDb, enginesRepository, sandboxesRepository } from "@tern/db";
 import { createQueues, createRedis } from "@tern/queue";
 import {
@@ -113,7 +113,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   shutdown.register("pool", () => warmPool.stop());
   const pool = config.SANDBOX_POOL_SIZE > 0 ? warmPool : null;
 
-  const secretBox = createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+  const secretBox = secretBoxFromConfig(config);
   const deps: WorkerDeps = { config, db, redis, queues, sandboxes, engineId, pool, logger, secretBox };
   const workers = startWorkers(deps);
   // Registered after the workers, so it stops first: no new tries are enqueued while jobs finish.

@@ -120,6 +120,12 @@ export const loadSecretsKeys = (opts: { value?: string; keyFile: string; require
   return parseSecretsKeys(readFileSync(opts.keyFile, "utf8"));
 };
 
+/** The deployment's secret box, from its settings: SECRETS_KEY, else the key file (made on a local first start). */
+export const secretBoxFromConfig = (config: {
+  SECRETS_KEY?: string | undefined;
+  SECRETS_KEY_FILE: string;
+}): SecretBox => createSecretBox(loadSecretsKeys({ value: config.SECRETS_KEY, keyFile: config.SECRETS_KEY_FILE }));
+
 /**
  * Replaces every occurrence of each secret's value in `text` with `<secret:NAME>`: for whatever is
  * stored or logged from a run that had the secrets in its environment. Longer values first, so a
