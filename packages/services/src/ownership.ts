@@ -12,6 +12,10 @@ export interface Caller {
   conversationId?: string;
 }
 
+/** A well-formed id that the caller's credential reaches: any for a key, its own for a session key. */
+const reachable = (caller: Caller, id: string | null): id is string =>
+  id !== null && (caller.conversationId === undefined || id === caller.conversationId);
+
 /**
  * The caller's conversations among `rawIds` (32 hex or uuid), in the order asked: null where an id
  * is malformed, unknown or not the caller's (the three are never told apart).
@@ -22,8 +26,7 @@ export const ownedConversations = async (
   rawIds: readonly string[],
 ): Promise<(Conversation | null)[]> => {
   const wanted = rawIds.map(parseId);
-  const allowed = (id: string | null): id is string =>
-    id !== null && (caller.conversationId === undefined || id === caller.conversationId);
+  const allowed = (id: string | null): id is string => reachable(caller, id);
   const found = await conversationsRepository(deps.db).findForUser(caller.userId, wanted.filter(allowed));
   const byId = new Map(found.map((c) => [c.id, c]));
   return wanted.map((id) => (allowed(id) ? (byId.get(id) ?? null) : null));
@@ -36,8 +39,7 @@ export const ownedConversations = async (
  */
 export const conversationIdFor = (caller: Caller, rawId: string): string => {
   const id = parseId(rawId);
-  if (id === null || (caller.conversationId !== undefined && id !== caller.conversationId))
-    throw new NotFoundError("No such conversation");
+  if (!reachable(caller, id)) throw new NotFoundError("No such conversation");
   return id;
 };
 
