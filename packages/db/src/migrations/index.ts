@@ -16,6 +16,7 @@ import * as m0070 from "./20261123_0070_sandbox_engines.ts";
 import * as m0080 from "./20261123_0080_change_notifications.ts";
 import * as m0085 from "./20261123_0085_webhooks.ts";
 import * as m0090 from "./20261123_0090_sealed_session_keys.ts";
+import * as m0091 from "./20261123_0091_plaintext_session_key_idx.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -36,4 +37,5 @@ export const migrations: Record<string, Migration> = {
   "20261123_0080_change_notifications": m0080,
   "20261123_0085_webhooks": m0085,
   "20261123_0090_sealed_session_keys": m0090,
+  "20261123_0091_plaintext_session_key_idx": m0091,
 };
