@@ -23,4 +23,5 @@ export * from "./schemas/start-task.ts";
 export * from "./schemas/users.ts";
 export * from "./schemas/webhook.ts";
 export * from "./secret-box.ts";
+export * from "./timeout.ts";
 export * from "./tracing.ts";

@@ -1,4 +1,4 @@
-import { queueUnavailable } from "@tern/core";
+import { queueUnavailable, withTimeout } from "@tern/core";
 import type { QueueDeps } from "./deps.ts";
 
 const DEFAULT_QUEUE_TIMEOUT_MS = 5_000;
@@ -23,18 +23,10 @@ export const withJobQueue = async <T>(
 ): Promise<T> => {
   assertQueueReady(deps);
   const ms = deps.queueTimeoutMs ?? DEFAULT_QUEUE_TIMEOUT_MS;
-  let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([
-      call(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the job queue gave no answer within ${ms} ms`)), ms);
-      }),
-    ]);
+    return await withTimeout(call(), ms, `the job queue gave no answer within ${ms} ms`);
   } catch (err) {
     deps.logger.warn({ err, ...context }, "the job queue refused or did not answer");
     throw queueUnavailable();
-  } finally {
-    clearTimeout(timer);
   }
 };

@@ -1,4 +1,4 @@
-import type { Logger } from "@tern/core";
+import { type Logger, withTimeout } from "@tern/core";
 import type { CredentialChange } from "@tern/services";
 import type { Redis } from "ioredis";
 
@@ -148,20 +148,12 @@ export const createKeyCache = (opts: {
     },
     publish: async (change) => {
       drop(change);
-      let timer: NodeJS.Timeout | undefined;
       try {
-        await Promise.race([
-          redis.publish(channel, JSON.stringify(change)),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error("publish timed out")), PUBLISH_TIMEOUT_MS);
-          }),
-        ]);
+        await withTimeout(redis.publish(channel, JSON.stringify(change)), PUBLISH_TIMEOUT_MS, "publish timed out");
       } catch (err) {
         // The change is committed; replicas that keep their subscription but missed this drop the
         // entry at its TTL (a replica that lost Redis has bypassed its cache since).
         logger.error({ err, change }, "could not publish a credential change to the other API replicas");
-      } finally {
-        clearTimeout(timer);
       }
     },
     get live() {

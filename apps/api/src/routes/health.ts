@@ -1,14 +1,13 @@
+import { withTimeout } from "@tern/core";
 import { Hono } from "hono";
 import { sql } from "kysely";
 import type { ApiDeps } from "../deps.ts";
 import { optionalPrincipal } from "../middleware/auth.ts";
 import type { KeyUsage } from "../middleware/key-usage.ts";
 
-const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
-  Promise.race([
-    p,
-    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)),
-  ]);
+const CHECK_TIMEOUT_MS = 2_000;
+const answered = <T>(p: Promise<T>): Promise<T> =>
+  withTimeout(p, CHECK_TIMEOUT_MS, `no answer within ${CHECK_TIMEOUT_MS} ms`);
 
 const describe = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
@@ -25,7 +24,7 @@ export const healthRoutes = (deps: ApiDeps, keyUsage: KeyUsage) =>
     .get("/ready", async (c) => {
       const checks: Record<string, string> = {};
       await Promise.all([
-        withTimeout(sql`select 1`.execute(deps.db), 2_000).then(
+        answered(sql`select 1`.execute(deps.db)).then(
           () => {
             checks.postgres = "ok";
           },
@@ -33,14 +32,14 @@ export const healthRoutes = (deps: ApiDeps, keyUsage: KeyUsage) =>
             checks.postgres = `unreachable: ${describe(err)}`;
           },
         ),
-        withTimeout(deps.redis.config("GET", "maxmemory-policy") as Promise<string[]>, 2_000).then(
+        answered(deps.redis.config("GET", "maxmemory-policy") as Promise<string[]>).then(
           (reply) => {
             const policy = reply?.[1];
             checks.redis = policy === "noeviction" ? "ok" : `maxmemory-policy is ${policy}, must be noeviction`;
           },
           (err) => {
             // Managed Redis may forbid CONFIG; a plain PING then proves it answers.
-            return withTimeout(deps.redis.ping(), 2_000).then(
+            return answered(deps.redis.ping()).then(
               () => {
                 checks.redis = /unknown command|NOPERM/i.test(describe(err)) ? "ok" : `unreachable: ${describe(err)}`;
               },
