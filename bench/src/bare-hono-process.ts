@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import { freePort, repoRoot } from "@tern/testing";
+import { freePort, repoRoot, waitFor } from "@tern/testing";
 
 /** A floor: a Hono app in its own process answering `body` at any GET path, no auth, no database. */
 export const spawnBareHono = async (body: string) => {
@@ -19,11 +19,13 @@ export const spawnBareHono = async (body: string) => {
   child.stdout?.on("data", (d) => {
     out += d;
   });
-  const deadline = Date.now() + 20_000;
-  while (!out.includes("listening")) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error("bare hono did not start");
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  await waitFor(
+    () => {
+      if (child.exitCode !== null) throw new Error(`bare hono exited (${child.exitCode}) before it listened`);
+      return out.includes("listening");
+    },
+    { what: "bare hono to listen", timeoutMs: 20_000, intervalMs: 25 },
+  );
   return {
     url: `http://127.0.0.1:${port}`,
     pid: child.pid ?? 0,

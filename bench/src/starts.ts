@@ -1,6 +1,6 @@
 import type { StartRequest } from "@tern/core";
 import { type SandboxDriver, SandboxLabel } from "@tern/sandbox";
-import { removeSandboxesOfNamespace, type ServiceProcess } from "@tern/testing";
+import { removeSandboxesOfNamespace, type ServiceProcess, waitFor } from "@tern/testing";
 import pg from "pg";
 import { rssMiB } from "./load.ts";
 import { createKey, spawnApi, spawnWorker } from "./services.ts";
@@ -156,16 +156,16 @@ export const startDeployment = async (opts: {
      * removed first: claimed ones keep their pool labels.
      */
     async waitWarm(sandboxes: SandboxDriver, n: number, settledMs = 1_000, timeoutMs = 60_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const warm = (await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })).filter(
-          (c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs,
-        );
-        if (warm.length >= n) return warm.length;
-        if (Date.now() > deadline)
-          throw new Error(`the pool has ${warm.length} warm sandboxes, not ${n}, after ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      let warm = 0;
+      return waitFor(
+        async () => {
+          warm = (await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })).filter(
+            (c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs,
+          ).length;
+          return warm >= n && warm;
+        },
+        { what: `${n} warm sandboxes in the pool`, timeoutMs, intervalMs: 100, detail: () => `${warm} warm` },
+      );
     },
     async workerRss(): Promise<number[]> {
       return Promise.all(workers.map((w) => rssMiB(w.pid)));
