@@ -1,4 +1,4 @@
-import { configFields, parseConfig } from "@tern/core";
+import { configFields, hasUrlScheme, parseConfig } from "@tern/core";
 import { type SandboxLimits, sandboxConfigFields } from "@tern/sandbox";
 import { z } from "zod";
 
@@ -8,16 +8,7 @@ const flag = z.preprocess(
   emptyAsUndefined,
   z.enum(["true", "false", "1", "0", "yes", "no"]).transform((v) => v === "true" || v === "1" || v === "yes"),
 );
-const httpUrl = z.string().refine(
-  (v) => {
-    try {
-      return ["http:", "https:"].includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  },
-  { message: "must be an http(s) URL" },
-);
+const httpUrl = z.string().refine((v) => hasUrlScheme(v, ["http:", "https:"]), { message: "must be an http(s) URL" });
 
 const workerConfigSchema = z.object({
   DATABASE_URL: configFields.DATABASE_URL,
@@ -108,22 +99,7 @@ const workerConfigSchema = z.object({
    * Where the API reaches this worker's server; advertised in Redis. Defaults to this host's name
    * (or WORKER_HTTP_HOST when it is a specific address) and the port listened on.
    */
-  WORKER_ADVERTISE_URL: z.preprocess(
-    emptyAsUndefined,
-    z
-      .string()
-      .refine(
-        (v) => {
-          try {
-            return ["http:", "https:"].includes(new URL(v).protocol);
-          } catch {
-            return false;
-          }
-        },
-        { message: "must be an http(s) URL" },
-      )
-      .optional(),
-  ),
+  WORKER_ADVERTISE_URL: z.preprocess(emptyAsUndefined, httpUrl.optional()),
   WORKER_INTERNAL_TOKEN: configFields.WORKER_INTERNAL_TOKEN,
   /** Names this process in logs and pool labels; defaults to hostname and pid. */
   WORKER_ID: z.preprocess(

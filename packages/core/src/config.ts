@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { hasUrlScheme } from "./schemas/formats.ts";
 
 /** Thrown when the environment is unusable; names the variable so the operator can fix it. */
 export class ConfigError extends Error {
@@ -11,16 +12,9 @@ export class ConfigError extends Error {
 }
 
 const url = (protocols: string[]) =>
-  z.string().refine(
-    (v) => {
-      try {
-        return protocols.includes(new URL(v).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { message: `must be a URL with scheme ${protocols.map((p) => p.replace(":", "")).join(" or ")}` },
-  );
+  z.string().refine((v) => hasUrlScheme(v, protocols), {
+    message: `must be a URL with scheme ${protocols.map((p) => p.replace(":", "")).join(" or ")}`,
+  });
 
 /** The longest an API key may live; the default of API_KEY_MAX_LIFETIME_DAYS, for callers without a config. */
 export const DEFAULT_API_KEY_MAX_LIFETIME_DAYS = 365;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { datetimeSchema, hexIdSchema } from "./formats.ts";
+import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
 
 /**
  * Users, their secrets and their LLM settings (issue 12). Write-only values (a secret's value, the
@@ -46,13 +46,7 @@ export type SecretRecord = z.infer<typeof secretRecordSchema>;
 const httpUrl = z
   .string()
   .max(2000)
-  .refine((v) => {
-    try {
-      return ["http:", "https:"].includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  }, "must be an http(s) URL");
+  .refine((v) => hasUrlScheme(v, ["http:", "https:"]), "must be an http(s) URL");
 
 /** POST /api/v1/settings: fields absent are left as they are; null clears one. */
 export const settingsRequestSchema = z
