@@ -44,6 +44,7 @@ const EXPECTED_ROWS = [
   "stream.delivery.p99",
   "throughput.engines1",
   "throughput.engines2",
+  "storage.quota_root.p50",
 ];
 
 const out = await mkdtemp(join(tmpdir(), "tern-bench-"));
