@@ -7,6 +7,7 @@ import {
   deleteRedisPrefix,
   freePort,
   repoRoot,
+  scaled,
   startService,
   type TestDatabase,
   testSandboxNetworkName,
@@ -28,7 +29,7 @@ const children: ChildProcess[] = [];
 beforeAll(async () => {
   database = await createTestDatabase();
   execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "pipe" });
-}, 180_000);
+}, scaled(180_000));
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
