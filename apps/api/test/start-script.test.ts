@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,14 +17,16 @@ import {
   repoRoot,
   type ScriptedLlmServer,
   sandboxesOfNamespace,
+  scaled,
   startLlmServer,
   type TestDatabase,
   testRedisUrl,
+  testSandboxNetworkName,
   waitFor,
 } from "@tern/testing";
 import { Redis } from "ioredis";
 import { sql } from "kysely";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 /**
  * `./scripts/start.sh` as a user runs it: from a clean copy of the checkout (the files git tracks,
@@ -50,10 +53,11 @@ beforeAll(() => {
   });
 });
 
-afterAll(() => {
+// The copy holds a whole node_modules: removing it takes a while on a busy disk.
+afterAll(async () => {
   for (const pid of processesOf(copy)) process.kill(pid, "SIGKILL");
-  rmSync(copy, { recursive: true, force: true });
-});
+  await rm(copy, { recursive: true, force: true });
+}, scaled(300_000));
 
 interface Script {
   child: ChildProcess;
@@ -68,7 +72,13 @@ interface Script {
  * session of its own, as a terminal would: Ctrl-C is SIGINT to that whole process group.
  */
 const startScript = (env: Record<string, string>): Script => {
-  const child = spawn("./scripts/start.sh", [], { cwd: copy, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  // The script itself, through its shebang, as `./scripts/start.sh` runs it.
+  const child = spawn(join(copy, "scripts", "start.sh"), [], {
+    cwd: copy,
+    env,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   child.stdout?.on("data", (d) => (out += d));
   child.stderr?.on("data", (d) => (out += d));
@@ -266,6 +276,14 @@ describe("the first run, as a user runs it", () => {
 
   beforeAll(async () => {
     llm = await startLlmServer();
+  });
+
+  afterAll(async () => {
+    await llm?.close();
+  });
+
+  // Each try (CI retries a failed test once) starts from free defaults and gives them back.
+  beforeEach(async () => {
     // This machine's defaults must be free: a first run takes them, and this test gives them back.
     for (const port of [DEFAULTS.apiPort, DEFAULTS.workerPort]) {
       if (await portTaken(port)) throw new Error(`port ${port} is in use: the first run needs the default ports`);
@@ -298,13 +316,13 @@ describe("the first run, as a user runs it", () => {
     before.chains = bridge !== null && (await chainExists(`TERN-EGRESS-${bridge}`));
   });
 
-  afterAll(async () => {
+  afterEach(async () => {
     if (script && script.child.exitCode === null) {
       process.kill(-script.pid, "SIGKILL");
       await script.exited;
     }
     for (const pid of processesOf(copy)) process.kill(pid, "SIGKILL");
-    await llm?.close();
+    llm.clear();
     // What the run made: its sandboxes, its queues, its database, its network and egress rules.
     await removeSandboxesOfNamespace(DEFAULTS.namespace);
     await deleteRedisPrefix(DEFAULTS.namespace);
@@ -317,84 +335,87 @@ describe("the first run, as a user runs it", () => {
     if (bridge && !before.network) await run("docker", ["network", "rm", DEFAULTS.network]).catch(() => undefined);
   });
 
-  it("installs, builds, serves a conversation whose agent runs a command, and Ctrl-C leaves nothing running", async () => {
-    llm.push(
-      { toolCalls: [{ name: "terminal", arguments: { command: "echo first-run $((6 * 7))" } }] },
-      { text: "Six times seven is 42." },
-    );
-    script = startScript({ ...userEnv(), ...userLlmEnv(llm) });
-    const url = `http://localhost:${DEFAULTS.apiPort}`;
-    const started = script;
-    await waitFor(
-      async () => {
-        if (started.child.exitCode !== null)
-          throw new Error(`start.sh exited ${started.child.exitCode}:\n${started.output()}`);
-        return answers(`${url}/health`);
-      },
-      { what: "start.sh's API to answer /health", timeoutMs: 300_000, detail: () => started.output().slice(-4000) },
-    );
-    const key = await waitFor(
-      () => /First admin API key \(shown once, keep it safe\): (\S+)/.exec(started.output())?.[1],
-      { what: "the first admin key", timeoutMs: 30_000, detail: () => started.output().slice(-4000) },
-    );
-    const call = async <T>(path: string, init: { method?: string; json?: unknown } = {}): Promise<T> => {
-      const res = await fetch(`${url}${path}`, {
-        method: init.method ?? "GET",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
+  it(
+    "installs, builds, serves a conversation whose agent runs a command, and Ctrl-C leaves nothing running",
+    async () => {
+      llm.push(
+        { toolCalls: [{ name: "terminal", arguments: { command: "echo first-run $((6 * 7))" } }] },
+        { text: "Six times seven is 42." },
+      );
+      script = startScript({ ...userEnv(), ...userLlmEnv(llm) });
+      const url = `http://localhost:${DEFAULTS.apiPort}`;
+      const started = script;
+      await waitFor(
+        async () => {
+          if (started.child.exitCode !== null)
+            throw new Error(`start.sh exited ${started.child.exitCode}:\n${started.output()}`);
+          return answers(`${url}/health`);
+        },
+        { what: "start.sh's API to answer /health", timeoutMs: 300_000, detail: () => started.output().slice(-4000) },
+      );
+      const key = await waitFor(
+        () => /First admin API key \(shown once, keep it safe\): (\S+)/.exec(started.output())?.[1],
+        { what: "the first admin key", timeoutMs: 30_000, detail: () => started.output().slice(-4000) },
+      );
+      const call = async <T>(path: string, init: { method?: string; json?: unknown } = {}): Promise<T> => {
+        const res = await fetch(`${url}${path}`, {
+          method: init.method ?? "GET",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
+        });
+        const text = await res.text();
+        if (!res.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${res.status} ${text}`);
+        return JSON.parse(text) as T;
+      };
+
+      const task = await call<StartTask>("/api/v1/app-conversations", {
+        method: "POST",
+        json: { initial_message: { content: [{ type: "text", text: "What is six times seven? Ask the shell." }] } },
       });
-      const text = await res.text();
-      if (!res.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${res.status} ${text}`);
-      return JSON.parse(text) as T;
-    };
+      const conversationId = await waitFor(
+        async () => {
+          const [t] = await call<(StartTask | null)[]>(`/api/v1/app-conversations/start-tasks?ids=${task.id}`);
+          if (t?.status === "ERROR") throw new Error(`the start failed: ${t.detail}\n${started.output().slice(-4000)}`);
+          return t?.status === "READY" && t.app_conversation_id;
+        },
+        { what: "the start task to be READY", timeoutMs: 180_000, detail: () => started.output().slice(-4000) },
+      );
+      await waitFor(
+        async () => {
+          const [c] = await call<({ execution_status: string } | null)[]>(
+            `/api/v1/app-conversations?ids=${conversationId}`,
+          );
+          if (c?.execution_status === "error") throw new Error(`the run failed:\n${started.output().slice(-4000)}`);
+          return c?.execution_status === "finished";
+        },
+        { what: "the agent to finish", timeoutMs: 120_000, detail: () => started.output().slice(-4000) },
+      );
+      const { items } = await call<{ items: { kind: string; source: string }[] }>(
+        `/api/v1/conversation/${conversationId}/events/search?limit=100`,
+      );
+      const observation = items.find((e) => e.kind === "ObservationEvent");
+      expect(JSON.stringify(observation)).toContain("first-run 42");
+      const answer = items.filter((e) => e.kind === "MessageEvent" && e.source === "agent").at(-1);
+      expect(JSON.stringify(answer)).toContain("Six times seven is 42.");
 
-    const task = await call<StartTask>("/api/v1/app-conversations", {
-      method: "POST",
-      json: { initial_message: { content: [{ type: "text", text: "What is six times seven? Ask the shell." }] } },
-    });
-    const conversationId = await waitFor(
-      async () => {
-        const [t] = await call<(StartTask | null)[]>(`/api/v1/app-conversations/start-tasks?ids=${task.id}`);
-        if (t?.status === "ERROR") throw new Error(`the start failed: ${t.detail}\n${started.output().slice(-4000)}`);
-        return t?.status === "READY" && t.app_conversation_id;
-      },
-      { what: "the start task to be READY", timeoutMs: 180_000, detail: () => started.output().slice(-4000) },
-    );
-    await waitFor(
-      async () => {
-        const [c] = await call<({ execution_status: string } | null)[]>(
-          `/api/v1/app-conversations?ids=${conversationId}`,
-        );
-        if (c?.execution_status === "error") throw new Error(`the run failed:\n${started.output().slice(-4000)}`);
-        return c?.execution_status === "finished";
-      },
-      { what: "the agent to finish", timeoutMs: 120_000, detail: () => started.output().slice(-4000) },
-    );
-    const { items } = await call<{ items: { kind: string; source: string }[] }>(
-      `/api/v1/conversation/${conversationId}/events/search?limit=100`,
-    );
-    const observation = items.find((e) => e.kind === "ObservationEvent");
-    expect(JSON.stringify(observation)).toContain("first-run 42");
-    const answer = items.filter((e) => e.kind === "MessageEvent" && e.source === "agent").at(-1);
-    expect(JSON.stringify(answer)).toContain("Six times seven is 42.");
-
-    // Ctrl-C in the terminal: SIGINT to the whole foreground process group.
-    process.kill(-started.pid, "SIGINT");
-    expect(await started.exited, started.output().slice(-4000)).toBe(0);
-    await waitFor(() => processesOf(copy).length === 0, {
-      what: "no process of start.sh left",
-      timeoutMs: 10_000,
-      detail: () => processesOf(copy).map(commandOf).join("\n"),
-    });
-    expect(await portTaken(DEFAULTS.apiPort)).toBe(false);
-    expect(await portTaken(DEFAULTS.workerPort)).toBe(false);
-  }, 600_000);
+      // Ctrl-C in the terminal: SIGINT to the whole foreground process group.
+      process.kill(-started.pid, "SIGINT");
+      expect(await started.exited, started.output().slice(-4000)).toBe(0);
+      await waitFor(() => processesOf(copy).length === 0, {
+        what: "no process of start.sh left",
+        timeoutMs: 10_000,
+        detail: () => processesOf(copy).map(commandOf).join("\n"),
+      });
+      expect(await portTaken(DEFAULTS.apiPort)).toBe(false);
+      expect(await portTaken(DEFAULTS.workerPort)).toBe(false);
+    },
+    scaled(600_000),
+  );
 });
 
 describe("start.sh supervises the API and the worker", () => {
   let database: TestDatabase;
   const prefix = createRedisPrefix();
-  const network = `tern-start-${prefix.slice(-10)}`;
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -402,7 +423,6 @@ describe("start.sh supervises the API and the worker", () => {
 
   afterAll(async () => {
     await removeSandboxesOfNamespace(prefix);
-    await run("docker", ["network", "rm", network]).catch(() => undefined);
     await deleteRedisPrefix(prefix);
     await database?.drop();
   });
@@ -417,7 +437,7 @@ describe("start.sh supervises the API and the worker", () => {
       REDIS_PREFIX: prefix,
       PORT: String(port),
       WORKER_HTTP_PORT: String(workerPort),
-      SANDBOX_NETWORK: network,
+      SANDBOX_NETWORK: testSandboxNetworkName(),
       SANDBOX_POOL_SIZE: "0",
       // The egress rules and disk limits are not what this proves (the first run below has them on).
       ...containmentOptOut,
@@ -442,30 +462,42 @@ describe("start.sh supervises the API and the worker", () => {
     return code;
   };
 
-  it("the worker killed: the API is stopped, and the script exits non-zero naming the worker", async () => {
-    const { script, api, worker } = await startSupervised();
-    process.kill(worker, "SIGKILL");
-    const code = await ended(script);
-    expect(code, script.output()).not.toBe(0);
-    expect(script.output()).toContain("the worker exited (killed by SIGKILL); stopping the API");
-    expect(alive(api)).toBe(false);
-  }, 300_000);
+  it(
+    "the worker killed: the API is stopped, and the script exits non-zero naming the worker",
+    async () => {
+      const { script, api, worker } = await startSupervised();
+      process.kill(worker, "SIGKILL");
+      const code = await ended(script);
+      expect(code, script.output()).not.toBe(0);
+      expect(script.output()).toContain("the worker exited (killed by SIGKILL); stopping the API");
+      expect(alive(api)).toBe(false);
+    },
+    scaled(300_000),
+  );
 
-  it("the API killed: the worker is stopped, and the script exits non-zero naming the API", async () => {
-    const { script, api, worker } = await startSupervised();
-    process.kill(api, "SIGKILL");
-    const code = await ended(script);
-    expect(code, script.output()).not.toBe(0);
-    expect(script.output()).toContain("the API exited (killed by SIGKILL); stopping the worker");
-    expect(alive(worker)).toBe(false);
-  }, 300_000);
+  it(
+    "the API killed: the worker is stopped, and the script exits non-zero naming the API",
+    async () => {
+      const { script, api, worker } = await startSupervised();
+      process.kill(api, "SIGKILL");
+      const code = await ended(script);
+      expect(code, script.output()).not.toBe(0);
+      expect(script.output()).toContain("the API exited (killed by SIGKILL); stopping the worker");
+      expect(alive(worker)).toBe(false);
+    },
+    scaled(300_000),
+  );
 
-  it("SIGTERM to the script alone stops both, and it exits 0", async () => {
-    const { script, api, worker } = await startSupervised();
-    process.kill(script.pid, "SIGTERM");
-    const code = await ended(script);
-    expect(code, script.output()).toBe(0);
-    expect(script.output()).toContain("stopping API and worker (SIGTERM)");
-    expect(alive(api) || alive(worker)).toBe(false);
-  }, 300_000);
+  it(
+    "SIGTERM to the script alone stops both, and it exits 0",
+    async () => {
+      const { script, api, worker } = await startSupervised();
+      process.kill(script.pid, "SIGTERM");
+      const code = await ended(script);
+      expect(code, script.output()).toBe(0);
+      expect(script.output()).toContain("stopping API and worker (SIGTERM)");
+      expect(alive(api) || alive(worker)).toBe(false);
+    },
+    scaled(300_000),
+  );
 });

@@ -27,7 +27,7 @@ const rawStart = async (ctx: BenchContext, floor: DockerProbe, name: string, net
  * in turn, so both see the same load. The row is the quota engine's p50 against the main engine's.
  */
 export const storageRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
-  const samples = ctx.quick ? 6 : 30;
+  const samples = ctx.quick ? 4 : 30;
   const network = testSandboxNetworkName();
   const quotaHost = await ensureTestEngine(BENCH_ENGINE);
   await prepareTestSandboxes(ctx.sandboxes);
