@@ -3,8 +3,8 @@ import { randomBytes } from "node:crypto";
 import { engineSandboxDriver, ensureTestEngine } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enforceDockerContainment } from "../src/docker/containment.ts";
-import { createDockerClient } from "../src/docker/engine.ts";
 import { resolveEgress } from "../src/docker/egress-names.ts";
+import { createDockerClient } from "../src/docker/engine.ts";
 import { createDockerProbe, type DockerProbe, removeEgressPolicy } from "../src/docker/index.ts";
 
 // The egress rules as installed on the containment engine's host, while a name of the policy does

@@ -15,7 +15,7 @@ const GiB = 1024 * MiB;
 const sizeOf = (bytes: number) => (bytes >= GiB ? `${(bytes / GiB).toFixed(2)} GiB` : `${Math.round(bytes / MiB)} MiB`);
 
 /** What the conversation is told: the limit, the size, what happened and what is kept. */
-export const diskLimitMessage = (bytes: number, limitMb: number) =>
+const diskLimitMessage = (bytes: number, limitMb: number) =>
   `The sandbox wrote ${sizeOf(bytes)} to its disk, past its limit of ${limitMb} MB (SANDBOX_DISK_MB): ` +
   "it is paused so that it writes no more, and this run is ended. The conversation and its events are kept.";
 
@@ -25,7 +25,7 @@ export const diskLimitMessage = (bytes: number, limitMb: number) =>
  * no run in progress, the event alone). Holding the sandbox row's lock, as every command on a
  * sandbox does; a sandbox already paused under it was stopped by another worker, and is left.
  */
-export const stopOverDiskLimit = async (
+const stopOverDiskLimit = async (
   deps: DiskLimitDeps,
   sandbox: SandboxInfo,
   bytes: number,
@@ -73,7 +73,7 @@ export const startDiskLimitWatch = (
   opts: { namespace: string; writeMbps: number },
 ): DiskWatch | null => {
   const disk = deps.sandboxes.containmentState?.().disk;
-  if (!disk || disk.mode !== "watched" || !disk.limitMb) return null;
+  if (disk?.mode !== "watched" || !disk.limitMb) return null;
   const limitMb = disk.limitMb;
   return startDiskWatch({
     driver: deps.sandboxes,
