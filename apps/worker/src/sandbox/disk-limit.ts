@@ -1,5 +1,11 @@
 import { healthMetrics, type Logger, newEvent } from "@tern/core";
-import { agentRunsRepository, type Database, eventsRepository, sandboxesRepository } from "@tern/db";
+import {
+  agentRunsRepository,
+  type Database,
+  eventsRepository,
+  sandboxesRepository,
+  startTasksRepository,
+} from "@tern/db";
 import { type DiskWatch, type SandboxDriver, type SandboxInfo, SandboxLabel, startDiskWatch } from "@tern/sandbox";
 import type { Kysely } from "kysely";
 
@@ -15,9 +21,13 @@ const GiB = 1024 * MiB;
 const sizeOf = (bytes: number) => (bytes >= GiB ? `${(bytes / GiB).toFixed(2)} GiB` : `${Math.round(bytes / MiB)} MiB`);
 
 /** What the conversation is told: the limit, the size, what happened and what is kept. */
-const diskLimitMessage = (bytes: number, limitMb: number) =>
+const diskLimitMessage = (
+  bytes: number,
+  limitMb: number,
+  ended = "this run is ended. The conversation and its events are kept.",
+) =>
   `The sandbox wrote ${sizeOf(bytes)} to its disk, past its limit of ${limitMb} MB (SANDBOX_DISK_MB): ` +
-  "it is paused so that it writes no more, and this run is ended. The conversation and its events are kept.";
+  `it is paused so that it writes no more, and ${ended}`;
 
 /**
  * Stops a sandbox that wrote past the watched limit: paused as a user's pause is (no run resumes
@@ -55,7 +65,16 @@ const stopOverDiskLimit = async (
     { sandbox_id: row.id, conversation_id: conversationId || null, bytes, limit_mb: limitMb },
     "sandbox past its disk limit paused",
   );
-  if (!conversationId) return; // still starting: the start fails at its stage's time limit
+  if (!conversationId) {
+    // Still starting (a setup script wrote it full): the repository's fault, so the start ends in
+    // ERROR at once, and its sandbox goes as every failed start's does (the janitor removes it).
+    if (row.startTaskId) {
+      const task = await startTasksRepository(deps.db).get(row.startTaskId);
+      const detail = `${task?.status ?? "WORKING"}: ${diskLimitMessage(bytes, limitMb, "the start is ended")}`;
+      await startTasksRepository(deps.db).markError(row.startTaskId, detail);
+    }
+    return;
+  }
   const error = newEvent.agentError(diskLimitMessage(bytes, limitMb));
   const runs = agentRunsRepository(deps.db);
   const runId = await runs.activeRun(conversationId);
