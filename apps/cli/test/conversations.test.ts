@@ -44,7 +44,7 @@ const cli = (args: string[]) =>
     cwd: repoRoot,
     env: env(),
     encoding: "utf8",
-    timeout: 30_000,
+    timeout: scaled(30_000),
   });
 
 /** A CLI run in the background, for `watch`: its output so far and its exit code once it ends. */
