@@ -127,7 +127,7 @@ describe("a worker with its sandboxes contained", () => {
     // Public mode: the git hosts get no rule (the worker cloned), and this one is on a private range.
     expect(r.stdout).toContain(`${gitPort} closed`);
     expect(r.stdout).toContain(`${portOf(otherPort)} closed`);
-  }, 180_000);
+  });
 
   it("starts in allowlist mode with a name that does not resolve, installs the rest, and names it in /ready", async () => {
     await worker.stop();
