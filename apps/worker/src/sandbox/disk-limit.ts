@@ -38,14 +38,18 @@ const diskLimitMessage = (
 const stopOverDiskLimit = async (
   deps: DiskLimitDeps,
   sandbox: SandboxInfo,
-  bytes: number,
+  sampled: number,
   limitMb: number,
 ): Promise<void> => {
   const log = deps.logger.child({ sandbox: sandbox.name });
+  // Frozen first, before any bookkeeping: every moment it runs it may write at full speed. Pausing
+  // is idempotent, so doing it again under the row's lock below changes nothing.
+  await deps.sandboxes.pause(sandbox.ref);
+  // What it holds once frozen, for the message: the sample that found it past the limit is older.
+  const bytes = Math.max(sampled, (await deps.sandboxes.writtenBytes?.(sandbox.ref).catch(() => null)) ?? 0);
   const row = await sandboxesRepository(deps.db).findByName(sandbox.name);
   if (!row) {
-    // Not a conversation's (a warm one, which runs nothing): frozen all the same.
-    await deps.sandboxes.pause(sandbox.ref);
+    // Not a conversation's (a warm one, which runs nothing): left frozen.
     log.warn({ bytes, limit_mb: limitMb }, "sandbox past its disk limit paused");
     healthMetrics.sandboxDiskStops.inc();
     return;
