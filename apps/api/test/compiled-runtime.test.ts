@@ -121,7 +121,7 @@ describe("a schema behind the release", () => {
             WORKER_HTTP_PORT: "0",
           },
           encoding: "utf8",
-          timeout: 30_000,
+          timeout: scaled(30_000),
         });
         expect(res.status, `${app}: ${res.stderr}`).toBe(78);
         expect(res.stderr).toContain("the database schema is behind this release: 1 migration(s) not applied");

@@ -44,7 +44,7 @@ const cli = (args: string[]) =>
     cwd: repoRoot,
     env: env(),
     encoding: "utf8",
-    timeout: 30_000,
+    timeout: scaled(30_000),
   });
 
 /** A CLI run in the background, for `watch`: its output so far and its exit code once it ends. */
@@ -126,6 +126,8 @@ describe("cli conversations / events / diff", () => {
     const taskId = task.stdout.trim();
     const watch = cliInBackground(["conversations", "watch", taskId]);
     await waitFor(() => watch.out.stderr.includes("[start] WORKING"), { what: "the first stage" });
+    // No worker runs beside this API: the task says what it waits for, and the CLI shows it.
+    expect(watch.out.stderr).toContain("[start] WORKING: waiting for a worker");
     await database.db
       .updateTable("start_tasks")
       .set({ status: "ERROR", detail: "no such repository" })

@@ -29,6 +29,9 @@ export interface DiskWatch {
   stop(): Promise<void>;
 }
 
+/** The time between two samples of a sandbox is at least this many times what one sample took. */
+const SAMPLE_COST_FACTOR = 4;
+
 interface Sampled {
   at: number;
   bytes: number;
@@ -76,7 +79,8 @@ export const startDiskWatch = (opts: DiskWatchOptions): DiskWatch => {
     const before = seen.get(sandbox.ref);
     const began = performance.now();
     const bytes = await measure(sandbox.ref);
-    opts.onSample?.(performance.now() - began);
+    const tookMs = performance.now() - began;
+    opts.onSample?.(tookMs);
     if (bytes === null) {
       seen.delete(sandbox.ref);
       return;
@@ -87,7 +91,14 @@ export const startDiskWatch = (opts: DiskWatchOptions): DiskWatch => {
     const entry: Sampled = {
       at: now,
       bytes,
-      due: now + nextSampleInMs(bytes, opts.limitBytes, rate, { minMs, maxMs }),
+      // A sample walks the sandbox's files (SizeRw): one with many costs more, and is looked at
+      // less often, so the watch spends at most about a quarter of its time on one sandbox.
+      due:
+        now +
+        nextSampleInMs(bytes, opts.limitBytes, rate, {
+          minMs: Math.max(minMs, tookMs * SAMPLE_COST_FACTOR),
+          maxMs: Math.max(maxMs, tookMs * SAMPLE_COST_FACTOR),
+        }),
       stopped: before?.stopped ?? false,
     };
     seen.set(sandbox.ref, entry);

@@ -1,5 +1,11 @@
 import { healthMetrics, type Logger, newEvent } from "@tern/core";
-import { agentRunsRepository, type Database, eventsRepository, sandboxesRepository } from "@tern/db";
+import {
+  agentRunsRepository,
+  type Database,
+  eventsRepository,
+  sandboxesRepository,
+  startTasksRepository,
+} from "@tern/db";
 import { type DiskWatch, type SandboxDriver, type SandboxInfo, SandboxLabel, startDiskWatch } from "@tern/sandbox";
 import type { Kysely } from "kysely";
 
@@ -15,9 +21,13 @@ const GiB = 1024 * MiB;
 const sizeOf = (bytes: number) => (bytes >= GiB ? `${(bytes / GiB).toFixed(2)} GiB` : `${Math.round(bytes / MiB)} MiB`);
 
 /** What the conversation is told: the limit, the size, what happened and what is kept. */
-export const diskLimitMessage = (bytes: number, limitMb: number) =>
+const diskLimitMessage = (
+  bytes: number,
+  limitMb: number,
+  ended = "this run is ended. The conversation and its events are kept.",
+) =>
   `The sandbox wrote ${sizeOf(bytes)} to its disk, past its limit of ${limitMb} MB (SANDBOX_DISK_MB): ` +
-  "it is paused so that it writes no more, and this run is ended. The conversation and its events are kept.";
+  `it is paused so that it writes no more, and ${ended}`;
 
 /**
  * Stops a sandbox that wrote past the watched limit: paused as a user's pause is (no run resumes
@@ -25,17 +35,21 @@ export const diskLimitMessage = (bytes: number, limitMb: number) =>
  * no run in progress, the event alone). Holding the sandbox row's lock, as every command on a
  * sandbox does; a sandbox already paused under it was stopped by another worker, and is left.
  */
-export const stopOverDiskLimit = async (
+const stopOverDiskLimit = async (
   deps: DiskLimitDeps,
   sandbox: SandboxInfo,
-  bytes: number,
+  sampled: number,
   limitMb: number,
 ): Promise<void> => {
   const log = deps.logger.child({ sandbox: sandbox.name });
+  // Frozen first, before any bookkeeping: every moment it runs it may write at full speed. Pausing
+  // is idempotent, so doing it again under the row's lock below changes nothing.
+  await deps.sandboxes.pause(sandbox.ref);
+  // What it holds once frozen, for the message: the sample that found it past the limit is older.
+  const bytes = Math.max(sampled, (await deps.sandboxes.writtenBytes?.(sandbox.ref).catch(() => null)) ?? 0);
   const row = await sandboxesRepository(deps.db).findByName(sandbox.name);
   if (!row) {
-    // Not a conversation's (a warm one, which runs nothing): frozen all the same.
-    await deps.sandboxes.pause(sandbox.ref);
+    // Not a conversation's (a warm one, which runs nothing): left frozen.
     log.warn({ bytes, limit_mb: limitMb }, "sandbox past its disk limit paused");
     healthMetrics.sandboxDiskStops.inc();
     return;
@@ -55,7 +69,16 @@ export const stopOverDiskLimit = async (
     { sandbox_id: row.id, conversation_id: conversationId || null, bytes, limit_mb: limitMb },
     "sandbox past its disk limit paused",
   );
-  if (!conversationId) return; // still starting: the start fails at its stage's time limit
+  if (!conversationId) {
+    // Still starting (a setup script wrote it full): the repository's fault, so the start ends in
+    // ERROR at once, and its sandbox goes as every failed start's does (the janitor removes it).
+    if (row.startTaskId) {
+      const task = await startTasksRepository(deps.db).get(row.startTaskId);
+      const detail = `${task?.status ?? "WORKING"}: ${diskLimitMessage(bytes, limitMb, "the start is ended")}`;
+      await startTasksRepository(deps.db).markError(row.startTaskId, detail);
+    }
+    return;
+  }
   const error = newEvent.agentError(diskLimitMessage(bytes, limitMb));
   const runs = agentRunsRepository(deps.db);
   const runId = await runs.activeRun(conversationId);
@@ -73,7 +96,7 @@ export const startDiskLimitWatch = (
   opts: { namespace: string; writeMbps: number },
 ): DiskWatch | null => {
   const disk = deps.sandboxes.containmentState?.().disk;
-  if (!disk || disk.mode !== "watched" || !disk.limitMb) return null;
+  if (disk?.mode !== "watched" || !disk.limitMb) return null;
   const limitMb = disk.limitMb;
   return startDiskWatch({
     driver: deps.sandboxes,

@@ -3,7 +3,7 @@ import type { ContainmentState, SandboxEgress, UnresolvedEgressName } from "../d
 import { type KnownAddresses, type ResolvedEgressPolicy, type Resolver, resolveEgress } from "./egress-names.ts";
 
 /** Names are resolved again this often unless the policy says (SANDBOX_EGRESS_REFRESH_MS). */
-export const DEFAULT_EGRESS_REFRESH_MS = 60_000;
+const DEFAULT_EGRESS_REFRESH_MS = 60_000;
 /** A name that did not resolve is tried again after this, then twice as long each time, up to the refresh. */
 const FIRST_RETRY_MS = 2_000;
 

@@ -6,7 +6,7 @@ import { canonicalCidr, type EgressPolicy, type EgressService } from "./egress.t
 /** A host name's addresses. */
 export type Resolver = (host: string) => Promise<string[]>;
 
-export const resolveHost: Resolver = async (host) => (await lookup(host, { all: true })).map((a) => a.address);
+const resolveHost: Resolver = async (host) => (await lookup(host, { all: true })).map((a) => a.address);
 
 /** Each name's addresses when it last resolved: a name that fails later keeps them. */
 export type KnownAddresses = Map<string, string[]>;
