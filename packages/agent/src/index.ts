@@ -9,3 +9,5 @@ export * from "./tools/definitions.ts";
 export * from "./tools/execute.ts";
 export * from "./tools/git.ts";
 export * from "./tools/run-once.ts";
+export * from "./skills.ts";
+export * from "./tools/task-tracker.ts";
