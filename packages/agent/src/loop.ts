@@ -32,8 +32,8 @@ import { analyzeRun } from "./run-state.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
-import { currentTaskList } from "./tools/task-tracker.ts";
 import type { GitToolRunner } from "./tools/git.ts";
+import { currentTaskList } from "./tools/task-tracker.ts";
 
 /** What a run takes from its conversation's user: called once per run, holding the conversation. */
 export interface AgentRunContext {

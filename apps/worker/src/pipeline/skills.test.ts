@@ -35,7 +35,7 @@ describe("parseSkill", () => {
   });
 
   it("a task skill (inputs) is triggered by /name too", () => {
-    const s = parseSkill("a.md", "---\nname: release\ninputs:\n  - name: VERSION\n---\nRelease ${VERSION}.");
+    const s = parseSkill("a.md", "---\nname: release\ninputs:\n  - name: VERSION\n---\nRelease the given VERSION.");
     expect(s.triggers).toEqual(["/release"]);
     expect(s.content).toContain("ask for them");
   });

@@ -2,11 +2,11 @@ import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { Conversation, Observation } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
+import { invokedSkillText } from "../skills.ts";
 import { type ToolArgs, type ToolName, terminalTimeouts } from "./definitions.ts";
 import { type GitToolRunner, gitObservation } from "./git.ts";
 import { runOnce, toolStateDir } from "./run-once.ts";
-import { type TaskItem, runTaskTracker } from "./task-tracker.ts";
-import { invokedSkillText } from "../skills.ts";
+import { runTaskTracker, type TaskItem } from "./task-tracker.ts";
 
 export interface ToolContext {
   sandbox: Pick<SandboxDriver, "exec" | "upload">;
