@@ -1,6 +1,13 @@
-import { isToolCallError, type MessageContent, type Skill, type StoredEvent, textOfContent } from "@tern/core";
+import {
+  isToolCallError,
+  type MessageContent,
+  type Skill,
+  type StoredEvent,
+  skillsTriggeredBy,
+  textOfContent,
+} from "@tern/core";
 import type { LlmMessage, ToolCall } from "./llm/types.ts";
-import { pathRulesFor, pathRuleText, skillsTriggeredBy, triggeredSkillText, workspaceRelative } from "./skills.ts";
+import { pathRulesFor, pathRuleText, triggeredSkillText, workspaceRelative } from "./skills.ts";
 
 /** The text of content blocks (image blocks have none). */
 export const textOf = (content: readonly MessageContent[]): string => textOfContent(content);

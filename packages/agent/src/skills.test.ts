@@ -1,7 +1,7 @@
-import { newEvent, type Skill, type StoredEvent } from "@tern/core";
+import { newEvent, type Skill, type StoredEvent, saysKeyword, skillsTriggeredBy } from "@tern/core";
 import { describe, expect, it } from "vitest";
 import { buildHistory } from "./history.ts";
-import { invokedSkillText, pathMatchesGlob, saysKeyword, skillsTriggeredBy } from "./skills.ts";
+import { invokedSkillText, pathMatchesGlob } from "./skills.ts";
 
 const skills: Skill[] = [
   { name: "agents", triggers: [], content: "ALWAYS", source: "AGENTS.md" },

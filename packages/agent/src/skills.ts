@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import type { Skill } from "@tern/core";
+import type { Skill, SkillMatch } from "@tern/core";
 
 /**
  * Where each of the repository's skills reaches the model (OpenHands' rules):
@@ -72,27 +72,6 @@ export const availableSkillsBlock = (skills: Skill[]): string | null => {
 };
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-
-/** `keyword` as a whole word of `text`, ignoring case: `git` is not in `github`, `/deploy` is in "run /deploy". */
-export const saysKeyword = (text: string, keyword: string): boolean => {
-  const k = keyword.trim().toLowerCase();
-  if (!k) return false;
-  return new RegExp(`(?<![a-z0-9])${escapeRegExp(k)}(?![a-z0-9])`).test(text.toLowerCase());
-};
-
-export interface SkillMatch {
-  skill: Skill;
-  /** The keyword or path pattern that matched. */
-  trigger: string;
-}
-
-/** Skills with a trigger that `message` says, each with the first trigger it says. */
-export const skillsTriggeredBy = (skills: Skill[], message: string): SkillMatch[] =>
-  skills.flatMap((skill) => {
-    if (isPathRule(skill)) return [];
-    const trigger = skill.triggers.find((t) => saysKeyword(message, t));
-    return trigger ? [{ skill, trigger }] : [];
-  });
 
 const globCache = new Map<string, RegExp>();
 

@@ -1,4 +1,4 @@
-import { buildSystemPrompt, skillsTriggeredBy, systemPromptTools } from "@tern/agent";
+import { buildSystemPrompt, systemPromptTools } from "@tern/agent";
 import {
   type Conversation,
   type EventDraft,
@@ -6,6 +6,7 @@ import {
   newEvent,
   type RepositoryHook,
   type Skill,
+  skillsTriggeredBy,
   textOfContent,
   toHexId,
 } from "@tern/core";
