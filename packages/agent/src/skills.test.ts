@@ -16,6 +16,13 @@ const skills: Skill[] = [
     description: "PDFs",
   },
   { name: "agents:server", triggers: [], content: "SERVER-RULE", source: "server/AGENTS.md", paths: ["server/**"] },
+  {
+    name: "hidden",
+    triggers: ["secretword"],
+    content: "HIDDEN",
+    source: ".openhands/skills/hidden.md",
+    disableModelInvocation: true,
+  },
 ];
 
 let seq = 0;
@@ -90,6 +97,7 @@ describe("invoke_skill", () => {
     const r = invokedSkillText(skills, "pdf-tools", "/workspace/w");
     expect(r).toEqual({ ok: true, text: expect.stringContaining("PDF-FULL") });
     expect(r.text).toContain("/workspace/w/.agents/skills/pdf-tools");
+    expect(invokedSkillText(skills, "hidden", "/workspace/w").ok).toBe(false);
     const bad = invokedSkillText(skills, "nope", "/workspace/w");
     expect(bad.ok).toBe(false);
     expect(bad.text).toContain("git-help, release, pdf-tools");

@@ -38,7 +38,9 @@ export const alwaysOnSkills = (skills: Skill[], model: string | null): Skill[] =
 
 /** Skills the model is told about by name and description, and may read with `invoke_skill`. */
 export const listedSkills = (skills: Skill[]): Skill[] =>
-  skills.filter((s) => !isPathRule(s) && (s.format === "agentskills" || s.triggers.length > 0));
+  skills.filter(
+    (s) => !isPathRule(s) && !s.disableModelInvocation && (s.format === "agentskills" || s.triggers.length > 0),
+  );
 
 const MAX_DESCRIPTION_CHARS = 1024;
 
@@ -127,7 +129,7 @@ export const invokedSkillText = (
   workspaceDir: string,
 ): { text: string; ok: boolean } => {
   const skill = skills.find((s) => s.name === name.trim());
-  if (!skill || isPathRule(skill)) {
+  if (!skill || isPathRule(skill) || skill.disableModelInvocation) {
     const names = listedSkills(skills).map((s) => s.name);
     return {
       ok: false,

@@ -68,6 +68,7 @@ describe("the system prompt", () => {
         source: "server/AGENTS.md",
         paths: ["server/**"],
       },
+      { name: "quiet", triggers: ["q"], content: "Q", source: "q.md", disableModelInvocation: true },
     ];
     const prompt = buildSystemPrompt({ ...base, skills });
     expect(prompt).toContain("Always run the tests.");
@@ -78,6 +79,7 @@ describe("the system prompt", () => {
     expect(prompt).not.toContain("The full PDF steps.");
     expect(prompt).not.toContain("Server rule.");
     expect(prompt).not.toContain("agents:server");
+    expect(prompt).not.toContain("<name>quiet</name>");
   });
 
   it("gives CLAUDE.md to Claude models and GEMINI.md to Gemini ones only, and both to a model it cannot place", () => {

@@ -87,6 +87,8 @@ export interface Skill {
   description?: string;
   /** A path rule (a nested AGENTS.md, or front matter `paths`): added when the agent touches a matching file. */
   paths?: string[];
+  /** Front matter `disable-model-invocation`: only its triggers bring it in; not listed, not invocable. */
+  disableModelInvocation?: boolean;
 }
 
 /** OpenHands' skill types: `repo` always on, `knowledge` triggered, `agentskills` listed. */

@@ -40,6 +40,13 @@ describe("parseSkill", () => {
     expect(s.content).toContain("ask for them");
   });
 
+  it("reads disable-model-invocation", () => {
+    expect(parseSkill("a.md", "---\ntriggers: [x]\ndisable-model-invocation: true\n---\nb")).toMatchObject({
+      triggers: ["x"],
+      disableModelInvocation: true,
+    });
+  });
+
   it("a path rule (paths) ignores its triggers", () => {
     const s = parseSkill("a.md", "---\npaths: 'src/**, *.sql'\ntriggers: [x]\n---\nrule");
     expect(s).toMatchObject({ triggers: [], paths: ["src/**", "*.sql"] });

@@ -134,7 +134,8 @@ const pathsOf = (v: unknown): string[] =>
 /**
  * A skill from a markdown file with optional YAML front matter, as OpenHands reads one:
  * `name`, `triggers` (keywords), `inputs` (a task: `/name` triggers it too), `paths` (a path rule:
- * its triggers are ignored), `description` (what the listing shows).
+ * its triggers are ignored), `description` (what the listing shows), `disable-model-invocation`
+ * (only its triggers bring it in).
  */
 export const parseSkill = (
   source: string,
@@ -151,11 +152,13 @@ export const parseSkill = (
     if (!triggers.includes(`/${name}`)) triggers = [...triggers, `/${name}`];
     content += "\n\nIf the user did not give the inputs this task needs, ask for them before you begin.";
   }
+  const hidden = meta["disable-model-invocation"] ?? meta.disable_model_invocation;
   return {
     name,
     triggers,
     content,
     source,
+    ...(hidden === true ? { disableModelInvocation: true } : {}),
     ...(opts.agentSkills ? { format: "agentskills" as const } : {}),
     ...(description ? { description } : {}),
     ...(paths.length > 0 ? { paths } : {}),
