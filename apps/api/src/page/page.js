@@ -131,6 +131,9 @@
           if (a.command === "str_replace") box.append(diffBlock(a.old_str, a.new_str));
           else if (a.command === "create") box.append(diffBlock("", a.file_text));
           else if (a.command === "insert") box.append(diffBlock("", a.new_str));
+        } else if (ev.tool_name === "task_tracker") {
+          const n = Array.isArray(a.task_list) ? a.task_list.length : 0;
+          box.append(el("div", "text", a.command === "plan" ? `Plan: ${n} task(s)` : "View the plan"));
         } else if (ev.tool_name === "finish") {
           box.append(el("div", "text", a.message || ""));
         } else {
