@@ -33,6 +33,7 @@ import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
 import type { GitToolRunner } from "./tools/git.ts";
+import { currentTaskList } from "./tools/task-tracker.ts";
 
 /** What a run takes from its conversation's user: called once per run, holding the conversation. */
 export interface AgentRunContext {
@@ -102,6 +103,8 @@ const actionKinds: Record<ToolName, string> = {
   finish: "FinishAction",
   git_push: "GitPushAction",
   create_pull_request: "CreatePullRequestAction",
+  task_tracker: "TaskTrackerAction",
+  invoke_skill: "InvokeSkillAction",
 };
 
 const agentError = newEvent.agentError;
@@ -125,6 +128,14 @@ const slowTools: ReadonlySet<string> = new Set<ToolName>(["terminal", "git_push"
 const unrecordedTools: ReadonlySet<string> = new Set<ToolName>(["git_push", "create_pull_request"]);
 /** Tools that touch nothing and take no time: their result is written with the call itself. */
 const instantTools: ReadonlySet<string> = new Set<ToolName>(["think", "finish"]);
+/** Tools run on the worker from what is stored: no sandbox needed. */
+const workerTools: ReadonlySet<string> = new Set<ToolName>([
+  "think",
+  "finish",
+  "create_pull_request",
+  "task_tracker",
+  "invoke_skill",
+]);
 
 const issuesText = (error: z.ZodError): string =>
   error.issues.map((i) => `${i.path.length ? `${i.path.join(".")}: ` : ""}${i.message}`).join("; ");
@@ -287,6 +298,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       env: context.secrets,
       git: deps.git,
       conversation,
+      currentTaskList: async () => {
+        const latest = await events.latestObservationOf(conversationId, "task_tracker");
+        return latest ? currentTaskList([latest]) : [];
+      },
     });
     metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - began) / 1000);
     return result;
@@ -335,14 +350,15 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           if (held.length > 0) await append(held.splice(0));
         };
         for (const { event, payload } of state.pending) {
-          const needsSandbox = !["think", "finish", "create_pull_request"].includes(payload.tool_name);
+          const needsSandbox = !workerTools.has(payload.tool_name);
           if (needsSandbox && !sandboxRef) {
             return await end("error", [
               ...held,
               agentError("The conversation's sandbox is gone; tools cannot run any more."),
             ]);
           }
-          if (slowTools.has(payload.tool_name)) await flush();
+          // task_tracker reads the plan from the stored events: a plan held here is stored first.
+          if (slowTools.has(payload.tool_name) || payload.tool_name === "task_tracker") await flush();
           let result: Awaited<ReturnType<typeof executeTool>>;
           try {
             result = await runTool(event, payload, sandboxRef);
@@ -399,10 +415,12 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       // The model's view: the head, a marker for what is left out, and the last `window` events.
       const shown = history.slice(-window);
       const firstShown = shown[0]?.seq ?? 1;
-      const { system, messages } = buildHistory([...read.head, ...shown], conversation.skills, {
-        beforeSeq: firstShown,
-        omitted: firstShown - 1 - read.head.length,
-      });
+      const { system, messages } = buildHistory(
+        [...read.head, ...shown],
+        conversation.skills,
+        { beforeSeq: firstShown, omitted: firstShown - 1 - read.head.length },
+        { dir: conversation.workspaceDir },
+      );
       let response: LlmResponse;
       metrics.agentSteps.inc();
       const llmBegan = performance.now();
@@ -414,6 +432,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
               workspaceDir: conversation.workspaceDir,
               repository: conversation.selectedRepository,
               skills: conversation.skills,
+              llmModel: conversation.llmModel,
             }),
           messages,
           tools: toolDefinitions,
