@@ -262,6 +262,12 @@ const removeEgressChains = async (bridge: string) => {
   }
 };
 
+/** The part of the worker's /ready that says what holds its sandboxes in. */
+interface ContainmentFacts {
+  disk: { mode: string; limitMb: number | null };
+  egress: { mode: string } | null;
+}
+
 interface StartTask {
   id: string;
   status: string;
@@ -367,6 +373,19 @@ describe("the first run, as a user runs it", () => {
         if (!res.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${res.status} ${text}`);
         return JSON.parse(text) as T;
       };
+
+      // With no setting the containment is on, as far as this engine allows: a disk limit of either
+      // kind (hard on a data root with quotas, watched on overlay2 over ext4) and the egress rules.
+      const ready = await waitFor(
+        async () => {
+          const res = await fetch(`http://localhost:${DEFAULTS.workerPort}/ready`).catch(() => null);
+          return res?.ok ? ((await res.json()) as { containment: ContainmentFacts | null }) : null;
+        },
+        { what: "the worker to be ready", timeoutMs: 120_000, detail: () => started.output().slice(-4000) },
+      );
+      expect(["hard", "watched"]).toContain(ready.containment?.disk.mode);
+      expect(ready.containment?.disk.limitMb).toBe(10240);
+      expect(ready.containment?.egress?.mode).toBe("public");
 
       const task = await call<StartTask>("/api/v1/app-conversations", {
         method: "POST",
