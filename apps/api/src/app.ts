@@ -40,6 +40,9 @@ export const createApp = (given: ApiDeps) => {
     ...given,
     limits: given.limits ?? tenantLimitsOf(given.config),
     llmModels: given.llmModels ?? { LLM_PROVIDER: given.config.LLM_PROVIDER, LLM_MODELS: given.config.LLM_MODELS },
+    ...(given.workersAlive || !given.workerDirectory
+      ? {}
+      : { workersAlive: async () => (await given.workerDirectory?.())?.length ?? 0 }),
   };
   const keyUsage = deps.keyUsage ?? createKeyUsage(apiKeysRepository(deps.db), deps.logger);
   const limiter =

@@ -1,6 +1,6 @@
 import type { Logger, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
-import type { Queues } from "@tern/queue";
+import type { Queues, WorkerEndpoint } from "@tern/queue";
 import type { TenantLimits, WorkerAccess } from "@tern/services";
 import type { QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
@@ -41,4 +41,11 @@ export interface ApiDeps {
   rateLimiter?: RateLimiter | null;
   /** Live streams (SSE, WebSocket) and the change feed behind them; without it streams answer 503. */
   streams?: StreamHub;
+  /**
+   * The workers alive now (the worker directory; main.ts passes it). With it, /ready names them and
+   * a start accepted while none is alive says so on its task. Absent (tests without workers): neither.
+   */
+  workerDirectory?: () => Promise<WorkerEndpoint[]>;
+  /** How many workers are alive, for the services; createApp derives it from `workerDirectory`. */
+  workersAlive?: () => Promise<number>;
 }

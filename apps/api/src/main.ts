@@ -10,6 +10,7 @@ import { createKeyCache } from "./middleware/key-cache.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
 import { resolveCursorSecret } from "./page-cursor.ts";
 import { createStreamHub } from "./routes/streams/event-pump.ts";
+import { startWorkerPresence } from "./worker-presence.ts";
 
 const REDIS_START_WAIT_MS = 5_000;
 
@@ -79,7 +80,11 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
       ? createKeyCache({ redis, prefix: config.REDIS_PREFIX, ttlMs: config.API_KEY_CACHE_TTL_MS, logger })
       : undefined;
   if (keyCache) shutdown.register("key cache", keyCache.close);
+  // Whether any worker is alive to take the starts (the worker directory): /ready, starts, metrics.
+  const presence = startWorkerPresence({ db, redis, prefix: config.REDIS_PREFIX, logger });
+  shutdown.register("worker presence", presence.stop);
   const app = createApp({
+    workerDirectory: presence.workers,
     config: { ...config, publicUrl, cursorSecret },
     db,
     redis,

@@ -126,6 +126,8 @@ describe("cli conversations / events / diff", () => {
     const taskId = task.stdout.trim();
     const watch = cliInBackground(["conversations", "watch", taskId]);
     await waitFor(() => watch.out.stderr.includes("[start] WORKING"), { what: "the first stage" });
+    // No worker runs beside this API: the task says what it waits for, and the CLI shows it.
+    expect(watch.out.stderr).toContain("[start] WORKING: waiting for a worker");
     await database.db
       .updateTable("start_tasks")
       .set({ status: "ERROR", detail: "no such repository" })

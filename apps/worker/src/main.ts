@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { metrics, runService, type ServiceContext, secretBoxFromConfig, startTracing } from "@tern/core";
+import { healthMetrics, metrics, runService, type ServiceContext, secretBoxFromConfig, startTracing } from "@tern/core";
 import { assertSchemaCurrent, createDb, enginesRepository, sandboxesRepository } from "@tern/db";
 import { createQueues, createRedis } from "@tern/queue";
 import {
@@ -20,6 +20,7 @@ import { emptyWorkspaceWarmUp } from "./pipeline/prepare-repository.ts";
 import { gitServicesOf } from "./pipeline/repository-spec.ts";
 import { runJanitor } from "./processors/janitor.ts";
 import { startWebhookOutboxSweep } from "./processors/webhooks.ts";
+import { startDiskLimitWatch } from "./sandbox/disk-limit.ts";
 import { startWorkers } from "./workers.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -51,13 +52,15 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   shutdown.register("queues", queues.close);
 
   // The git hosts are what sandboxes must reach through their egress rules (they clone from them).
-  const engine = createSandboxDriver(sandboxDriverConfig(config, gitServicesOf(config)));
+  const engine = createSandboxDriver(sandboxDriverConfig(config, gitServicesOf(config)), { logger });
   // Traced, each engine call is a span of the stage that made it.
   const sandboxes = tracing ? traceSandboxDriver(engine) : engine;
   // A worker that cannot hold its sandboxes in (disk limit, runtime, egress rules) takes no work.
   const prepared = await sandboxes.prepare().catch((err: unknown) => {
     throw err instanceof ContainmentError ? containmentConfigError(err) : err;
   });
+  shutdown.register("sandbox driver", async () => sandboxes.close?.());
+  const containment = sandboxes.containmentState?.() ?? null;
 
   // Affinity: the engine this worker drives, when only its workers reach its sandboxes (Docker).
   const engineId = prepared.engineId;
@@ -134,8 +137,31 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
 
   shutdown.register("webhook outbox sweep", webhookSweep.stop);
 
+  // Where the engine cannot hold the disk limit, this worker does (see sandbox/disk-limit.ts).
+  const diskWatch = startDiskLimitWatch(deps, {
+    namespace: config.REDIS_PREFIX,
+    writeMbps: config.SANDBOX_DISK_WRITE_MBPS,
+  });
+  if (diskWatch) shutdown.register("disk limit watch", diskWatch.stop);
+  if (containment?.disk.mode === "watched") {
+    logger.warn(
+      { disk_mode: "watched", limit_mb: containment.disk.limitMb, storage: containment.disk.storage },
+      "the Docker engine cannot hold the disk limit itself: this worker samples each sandbox's writes and pauses one past it",
+    );
+  } else if (containment?.disk.mode === "off") {
+    logger.warn({ disk_mode: "off" }, "sandboxes have no disk limit (SANDBOX_DISK_ENFORCE=false)");
+  }
+
   // After the workers, so its shutdown comes first: the API stops picking this worker before it stops.
   const refreshMetrics = async () => {
+    const now = sandboxes.containmentState?.();
+    if (now) {
+      for (const mode of ["hard", "watched", "off"] as const) {
+        healthMetrics.sandboxDiskLimitMode.set({ mode }, now.disk.mode === mode ? 1 : 0);
+      }
+      healthMetrics.sandboxDiskLimitBytes.set((now.disk.limitMb ?? 0) * 1024 * 1024);
+      healthMetrics.egressUnresolvedNames.set(now.egress?.unresolved.length ?? 0);
+    }
     metrics.poolSize.set(warmPool.available());
     metrics.poolTarget.set(warmPool.target());
     for (const queue of queues.all) {
@@ -172,6 +198,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
     {
       concurrency: config.WORKER_CONCURRENCY,
       ...prepared.summary,
+      disk_mode: containment?.disk.mode ?? "off",
       host_address: prepared.hostAddress,
       pool: config.SANDBOX_POOL_SIZE,
       pool_max: config.SANDBOX_POOL_MAX ?? config.SANDBOX_POOL_SIZE,

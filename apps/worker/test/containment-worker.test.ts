@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type Server } from "node:net";
 import { sandboxesRepository } from "@tern/db";
+import { liveWorkers } from "@tern/queue";
 import { type SandboxDriver, SandboxLabel } from "@tern/sandbox";
 import { createDockerProbe, type DockerProbe, removeEgressPolicy } from "@tern/sandbox/docker";
 import {
@@ -16,8 +17,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness } from "./start-harness.ts";
 
 // A real worker on an engine of its own with every containment on: the disk limit, gVisor when
-// the engine has it, and the egress policy, through which its sandbox still clones from a git
-// server on a private address (the network's gateway). And a worker that cannot contain its
+// the engine has it, and the egress policy. Its sandbox gets a clone from a git server on a
+// private address (the network's gateway) that the sandbox itself cannot reach in public mode (the
+// worker clones); in allowlist mode the git host is reachable, and a name that does not resolve
+// leaves the worker running with the rest of the policy. A worker that cannot contain its
 // sandboxes does not start.
 
 let h: StartHarness;
@@ -92,7 +95,7 @@ describe("a worker with its sandboxes contained", () => {
     });
   });
 
-  it("clones through the egress policy into a sandbox with a disk limit, which reaches nothing else on the host", async () => {
+  it("clones into a sandbox with a disk limit, which reaches nothing on the host, not even the git host", async () => {
     const { userId } = await h.newUser();
     const started = performance.now();
     const taskId = await h.enqueueDirect(userId, { selected_repository: "acme/contained", git_provider: "github" });
@@ -121,9 +124,35 @@ describe("a worker with its sandboxes contained", () => {
       ],
     });
     expect(r.stdout).toContain("hello");
-    expect(r.stdout).toContain(`${gitPort} open`);
+    // Public mode: the git hosts get no rule (the worker cloned), and this one is on a private range.
+    expect(r.stdout).toContain(`${gitPort} closed`);
     expect(r.stdout).toContain(`${portOf(otherPort)} closed`);
   });
+
+  it("starts in allowlist mode with a name that does not resolve, installs the rest, and names it in /ready", async () => {
+    await worker.stop();
+    worker = await h.startWorker({
+      ...engineEnv(),
+      SANDBOX_EGRESS: "allowlist",
+      SANDBOX_EGRESS_ALLOW: "git-mirror.example.invalid",
+    });
+    const rules = execFileSync("iptables", ["-S", `TERN-EGRESS-${bridge}`], { encoding: "utf8" });
+    // The rest of the policy: the git host (an address here) is reachable, all else refused.
+    expect(rules).toContain(`-d ${gateway}/32 -p tcp -m tcp --dport ${new URL(git.url).port} -j RETURN`);
+    expect(rules).toMatch(/-j REJECT --reject-with icmp-admin-prohibited/);
+    const [endpoint] = await liveWorkers(h.redis, h.prefix);
+    expect(endpoint?.egressUnresolved).toEqual(["git-mirror.example.invalid"]);
+    const ready = (await (await fetch(`${endpoint?.url}/ready`)).json()) as {
+      status: string;
+      containment: { egress: { mode: string; unresolved: { name: string; reason: string }[] } };
+    };
+    expect(ready.status).toBe("ok");
+    expect(ready.containment.egress).toMatchObject({
+      mode: "allowlist",
+      unresolved: [{ name: "git-mirror.example.invalid", reason: expect.any(String) }],
+    });
+    expect(worker.output()).toMatch(/egress name does not resolve/);
+  }, 120_000);
 
   it("does not start when the engine lacks the runtime asked for, and names the variable", async () => {
     await expect(h.startWorker({ ...engineEnv(), SANDBOX_RUNTIME: "no-such-runtime" })).rejects.toThrow(

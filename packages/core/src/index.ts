@@ -4,6 +4,7 @@ export * from "./domain.ts";
 export * from "./errors.ts";
 export * from "./events.ts";
 export * from "./git-names.ts";
+export * from "./health-metrics.ts";
 export * from "./ids.ts";
 export * from "./iso-timestamp.ts";
 export * from "./llm-access.ts";

@@ -13,6 +13,10 @@ export interface WorkerEndpoint {
   /** The sandbox engine it drives, once workers know it (issue 15); null until then. */
   engineId: string | null;
   startedAt: string;
+  /** Its sandboxes' disk limit: the engine's own (hard), sampled by the worker (watched), or none (off). */
+  diskLimit?: "hard" | "watched" | "off";
+  /** Host names of its egress policy that do not resolve now (their rules are missing; retried). */
+  egressUnresolved?: string[];
 }
 
 const indexKey = (prefix: string) => `${prefix}:worker-endpoints`;

@@ -7,11 +7,19 @@ import { ContainmentError } from "./driver.ts";
 const settings = (env: Record<string, string>) => z.object(sandboxConfigFields).parse(env);
 
 describe("sandbox containment settings", () => {
-  it("asks for a disk limit and public egress by default", () => {
+  it("asks for a disk limit and public egress by default, with no rule (and no name to resolve) for the git hosts", () => {
     expect(sandboxContainmentOf(settings({}), [{ host: "github.com", port: 443 }])).toEqual({
       diskMb: 10240,
-      egress: { mode: "public", services: [{ host: "github.com", port: 443 }], allow: [] },
+      egress: { mode: "public", services: [], allow: [], refreshMs: 60_000 },
     });
+  });
+
+  it("keeps the git hosts reachable in the closed modes", () => {
+    for (const mode of ["none", "allowlist"]) {
+      expect(
+        sandboxContainmentOf(settings({ SANDBOX_EGRESS: mode }), [{ host: "github.com", port: 443 }]).egress,
+      ).toMatchObject({ mode, services: [{ host: "github.com", port: 443 }] });
+    }
   });
 
   it("leaves out what the operator opted out of by name, and adds the runtime asked for", () => {

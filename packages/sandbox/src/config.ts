@@ -52,10 +52,19 @@ export const sandboxConfigFields = {
   ),
   /** Docker: the sandboxes' own bridge network. */
   SANDBOX_NETWORK: z.string().min(1).default("tern-sandboxes"),
-  /** Writes per sandbox, held by the backend; a worker whose backend cannot refuses to start. */
+  /**
+   * Writes per sandbox. Held by the backend where it can (hard); elsewhere the worker samples what
+   * each sandbox wrote and pauses one past it (watched).
+   */
   SANDBOX_DISK_MB: z.coerce.number().int().min(64).max(16_777_216).default(10240),
-  /** false: no disk limit at all, for a backend that cannot hold one (the operator's explicit choice). */
+  /** false: no disk limit of either kind (the operator's explicit choice). */
   SANDBOX_DISK_ENFORCE: flag.default(true),
+  /**
+   * Watched disk limit: the fastest a sandbox may write, in MB/s. Each sandbox is sampled sooner
+   * the closer it is to its limit, as if writing this fast (or faster, when it was seen to), so a
+   * fill overshoots by about a second's worth of it at most.
+   */
+  SANDBOX_DISK_WRITE_MBPS: z.coerce.number().int().min(1).max(100_000).default(1000),
   /** The runtime sandboxes run under, e.g. runsc (gVisor); unset: the backend's default (runc). */
   SANDBOX_RUNTIME: z.preprocess(
     emptyAsUndefined,
@@ -66,15 +75,26 @@ export const sandboxConfigFields = {
   ),
   /** What a sandbox reaches besides the git hosts and DNS: nothing, the public internet, or SANDBOX_EGRESS_ALLOW only. */
   SANDBOX_EGRESS: z.enum(["none", "public", "allowlist"]).default("public"),
-  /** Reachable in every SANDBOX_EGRESS mode, private ranges included; host names are resolved at start. */
+  /**
+   * Reachable in every SANDBOX_EGRESS mode, private ranges included. Host names are resolved when
+   * the rules are written and again every SANDBOX_EGRESS_REFRESH_MS; one that does not resolve is
+   * retried and reported in /ready, and the rest of the policy holds.
+   */
   SANDBOX_EGRESS_ALLOW: hostList.default([]),
+  /** How often the egress policy's host names are resolved again (their addresses may move). */
+  SANDBOX_EGRESS_REFRESH_MS: z.coerce.number().int().min(1000).max(86_400_000).default(60_000),
   /** false: no egress rules are installed (the host's own firewall holds the sandboxes in). */
   SANDBOX_EGRESS_ENFORCE: flag.default(true),
 };
 
 export type SandboxSettings = z.output<z.ZodObject<typeof sandboxConfigFields>>;
 
-/** The containment the settings ask for; `services` are the hosts sandboxes must reach (the git hosts). */
+/**
+ * The containment the settings ask for; `services` are the git hosts. The worker clones, not the
+ * sandbox, so in `public` mode they need no rule of their own (and no name to resolve): a sandbox
+ * reaches public ones as it reaches the rest of the internet. In `none` and `allowlist` they stay
+ * reachable, as the one thing a closed sandbox may still fetch from.
+ */
 export const sandboxContainmentOf = (
   settings: SandboxSettings,
   services: SandboxEgress["services"] = [],
@@ -82,7 +102,14 @@ export const sandboxContainmentOf = (
   ...(settings.SANDBOX_DISK_ENFORCE ? { diskMb: settings.SANDBOX_DISK_MB } : {}),
   ...(settings.SANDBOX_RUNTIME ? { runtime: settings.SANDBOX_RUNTIME } : {}),
   ...(settings.SANDBOX_EGRESS_ENFORCE
-    ? { egress: { mode: settings.SANDBOX_EGRESS, services, allow: settings.SANDBOX_EGRESS_ALLOW } }
+    ? {
+        egress: {
+          mode: settings.SANDBOX_EGRESS,
+          services: settings.SANDBOX_EGRESS === "public" ? [] : services,
+          allow: settings.SANDBOX_EGRESS_ALLOW,
+          refreshMs: settings.SANDBOX_EGRESS_REFRESH_MS,
+        },
+      }
     : {}),
 });
 

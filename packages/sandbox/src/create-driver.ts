@@ -1,3 +1,4 @@
+import type { Logger } from "@tern/core";
 import { createDockerDriver } from "./docker/driver.ts";
 import { createDockerClient, type DockerEngine } from "./docker/engine.ts";
 import type { SandboxContainment, SandboxDriver } from "./driver.ts";
@@ -25,13 +26,14 @@ export type SandboxDriverConfig = DockerSandboxConfig;
  * The driver a configuration names. The worker builds its driver here and sees only the
  * `SandboxDriver` interface, so a new driver is a new case, not a change to the worker.
  */
-export const createSandboxDriver = (config: SandboxDriverConfig): SandboxDriver => {
+export const createSandboxDriver = (config: SandboxDriverConfig, opts: { logger?: Logger } = {}): SandboxDriver => {
   switch (config.driver) {
     case "docker":
       return createDockerDriver(createDockerClient(config.engine), {
         network: config.network,
         ...(config.containment ? { containment: config.containment } : {}),
         ...(config.engineId ? { engineId: config.engineId } : {}),
+        ...(opts.logger ? { logger: opts.logger } : {}),
       });
   }
 };

@@ -92,6 +92,38 @@ export interface SandboxEgress {
   services: { host: string; port: number }[];
   /** Host names, addresses or CIDRs reachable in every mode, private ones included (never the host itself). */
   allow: string[];
+  /**
+   * How often the names are resolved again, in ms (addresses move); a name that did not resolve is
+   * retried sooner. Unset: once a minute.
+   */
+  refreshMs?: number;
+}
+
+/**
+ * Which disk limit holds the sandboxes: `hard`, the backend's own (a write past it fails);
+ * `watched`, the driver's user samples what each sandbox wrote and stops it past the limit (a
+ * backend that cannot hold one); `off`, none (the operator's explicit choice).
+ */
+export type DiskLimitMode = "hard" | "watched" | "off";
+
+/** A name of the egress policy that did not resolve: the rest of the policy holds without it. */
+export interface UnresolvedEgressName {
+  name: string;
+  reason: string;
+  /** When it first failed (ISO 8601). */
+  since: string;
+}
+
+/** What holds the sandboxes in now, in our words: for /ready, /metrics and the start-up log. */
+export interface ContainmentState {
+  disk: { mode: DiskLimitMode; limitMb: number | null; storage: string | null };
+  /** Null: no egress rules are installed (SANDBOX_EGRESS_ENFORCE=false). */
+  egress: {
+    mode: SandboxEgress["mode"];
+    unresolved: UnresolvedEgressName[];
+    /** When the names were last resolved (ISO 8601). */
+    refreshedAt: string;
+  } | null;
 }
 
 /** A part of the containment the backend cannot provide; `prepare` refuses to go on. */
@@ -194,6 +226,15 @@ export interface SandboxDriver {
   inspect(sandbox: SandboxRef): Promise<SandboxInfo | null>;
   /** Every sandbox carrying all of `labels`, in any state. */
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;
+  /** After `prepare`: what holds the sandboxes in now (drivers without containment leave it out). */
+  containmentState?(): ContainmentState;
+  /**
+   * Bytes the sandbox has written to its own filesystem, its workspace included (what a disk limit
+   * counts); null when there is no such sandbox. For a `watched` disk limit.
+   */
+  writtenBytes?(sandbox: SandboxRef): Promise<number | null>;
+  /** Stops what `prepare` left running (the egress names' refresh). */
+  close?(): Promise<void>;
 }
 
 /** A warm pool of started sandboxes, claimed atomically by start jobs. */

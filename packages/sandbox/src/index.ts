@@ -1,5 +1,6 @@
 export * from "./config.ts";
 export * from "./create-driver.ts";
+export * from "./disk-watch.ts";
 export { type DockerEngine, dockerEngineFromEnv } from "./docker/engine.ts";
 export * from "./driver.ts";
 export * from "./pool.ts";

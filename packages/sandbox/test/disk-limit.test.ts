@@ -43,7 +43,8 @@ const latencies = async (id: string) => {
 };
 
 /** Writes until the filesystem says no; dd says how far it got and why it stopped. */
-const FILL = `dd if=/dev/zero of=/workspace/fill bs=1M count=${DISK_MB * 4} 2>&1`;
+/** Asks for 12 GiB, far past the limit: the engine stops it there. */
+const FILL = "dd if=/dev/zero of=/workspace/fill bs=1M count=12288 2>&1";
 
 const fillOnce = async (id: string) => {
   const r = await driver.exec(id, { cmd: ["bash", "-c", FILL], timeoutMs: 120_000 });

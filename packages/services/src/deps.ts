@@ -33,6 +33,11 @@ export interface ServiceDeps {
    * naming a model LLM_MODELS does not offer is refused here (422); absent, the worker refuses it.
    */
   llmModels?: { LLM_PROVIDER?: string | undefined; LLM_MODEL?: string | undefined; LLM_MODELS?: readonly string[] };
+  /**
+   * How many workers are alive to take a start (the worker directory). A start accepted while none
+   * is says so on its task (`detail`). Absent (a test, the bench): not asked.
+   */
+  workersAlive?: () => Promise<number>;
 }
 
 /** Per-user and per-conversation bounds (issue 11); 0 turns one off. */

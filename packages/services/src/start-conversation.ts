@@ -1,5 +1,5 @@
 import { maskSecrets, type StartRequest, type StartTask } from "@tern/core";
-import { startTasksRepository } from "@tern/db";
+import { startTasksRepository, WAITING_FOR_WORKER } from "@tern/db";
 import { enqueue } from "@tern/queue";
 import { resolveStartRequest } from "./app-conversations.ts";
 import type { ServiceDeps } from "./deps.ts";
@@ -21,7 +21,7 @@ import { assertModelAllowed } from "./settings.ts";
 export const startConversation = async (
   deps: Pick<
     ServiceDeps,
-    "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits" | "secretBox" | "llmModels"
+    "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits" | "secretBox" | "llmModels" | "workersAlive"
   >,
   userId: string,
   given: StartRequest,
@@ -52,15 +52,33 @@ export const startConversation = async (
   // Fail fast while the connection is down, rather than holding a transaction open for the timeout.
   assertQueueReady(deps);
   const resolved = await resolveStartRequest(deps, userId, request);
+  // Accepted all the same (a worker may come), but not silently: the task says what it waits for.
+  const noWorker = await noWorkerAlive(deps);
   return deps.db.transaction().execute(async (trx) => {
     await assertStartAllowed(trx, userId, deps.limits);
-    const task = await startTasksRepository(trx).create(userId, resolved);
-    if (withSecrets && secretBox) await storeStartSecrets({ db: trx, secretBox }, task.id, withSecrets);
+    const created = await startTasksRepository(trx).create(userId, resolved);
+    if (withSecrets && secretBox) await storeStartSecrets({ db: trx, secretBox }, created.id, withSecrets);
+    const task = noWorker ? { ...created, detail: WAITING_FOR_WORKER } : created;
+    if (noWorker) {
+      await startTasksRepository(trx).noteWaitingForWorker(task.id);
+      deps.logger.warn({ task_id: task.id }, "start accepted while no worker is alive: it waits for one");
+    }
     await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: task.id }), {
       task_id: task.id,
     });
     return task;
   });
+};
+
+/** True only when the worker directory answered and named none; a directory that cannot be read says nothing. */
+const noWorkerAlive = async (deps: Pick<ServiceDeps, "workersAlive" | "logger">): Promise<boolean> => {
+  if (!deps.workersAlive) return false;
+  try {
+    return (await deps.workersAlive()) === 0;
+  } catch (err) {
+    deps.logger.warn({ err }, "the worker directory could not be read");
+    return false;
+  }
 };
 
 /**

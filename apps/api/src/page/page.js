@@ -57,10 +57,17 @@
       else if (i === at) li.className = "current";
       list.append(li);
     });
+    const note = $("start-detail");
     if (status === "ERROR") {
       list.append(el("li", "failed", "ERROR"));
-      $("start-detail").hidden = false;
-      $("start-detail").textContent = detail || "The start failed";
+      note.hidden = false;
+      note.className = "error";
+      note.textContent = detail || "The start failed";
+    } else {
+      // What a start in flight waits for (no worker alive yet), until a worker takes it.
+      note.hidden = !detail || status === "READY";
+      note.className = "note";
+      note.textContent = detail || "";
     }
   };
 

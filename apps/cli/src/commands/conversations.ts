@@ -89,7 +89,8 @@ const start = async (deps: ClientCommandDeps, argv: string[]): Promise<number> =
 /** Follows a start task's stages; the conversation's id at READY, null at ERROR. */
 const followStart = async (deps: ClientCommandDeps, task: StartTask): Promise<string | null> => {
   for await (const t of deps.client.startTasks.stream(task.id)) {
-    deps.err(`[start] ${t.status}${t.detail && t.status === "ERROR" ? `: ${t.detail}` : ""}`);
+    // The detail says why it failed, or what it waits for ("waiting for a worker").
+    deps.err(`[start] ${t.status}${t.detail ? `: ${t.detail}` : ""}`);
     if (t.status === "READY") return t.app_conversation_id ?? null;
     if (t.status === "ERROR") return null;
   }

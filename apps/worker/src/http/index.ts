@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import type { Logger, ShutdownManager } from "@tern/core";
 import type { Database } from "@tern/db";
 import { advertiseWorker, withdrawWorker } from "@tern/queue";
-import type { SandboxDriver } from "@tern/sandbox";
+import type { ContainmentState, SandboxDriver } from "@tern/sandbox";
 import { resolveInternalToken } from "@tern/services";
 import type { Redis } from "ioredis";
 import type { Kysely } from "kysely";
@@ -23,11 +23,20 @@ export const advertisedUrl = (
   return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${port}`;
 };
 
+/** What the worker directory says of a worker's containment: its disk limit's mode and the egress names it lacks. */
+const containmentFacts = (state: ContainmentState | null) =>
+  state
+    ? {
+        diskLimit: state.disk.mode,
+        ...(state.egress ? { egressUnresolved: state.egress.unresolved.map((u) => u.name) } : {}),
+      }
+    : {};
+
 export interface WorkerHttpDeps {
   config: WorkerConfig & { WORKER_ID: string };
   db: Kysely<Database>;
   redis: Redis;
-  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive">;
+  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive" | "containmentState">;
   /** The engine this worker drives (affinity): the API sends it the reads of that engine's sandboxes only. */
   engineId: string | null;
   logger: Logger;
@@ -46,14 +55,30 @@ export const startWorkerHttp = async (
   const { config, logger } = deps;
   const token = await resolveInternalToken(deps.db, config.WORKER_INTERNAL_TOKEN);
   const server = await startInternalServer(
-    { db: deps.db, redis: deps.redis, sandboxes: deps.sandboxes, logger, token, refreshMetrics: deps.refreshMetrics },
+    {
+      db: deps.db,
+      redis: deps.redis,
+      sandboxes: deps.sandboxes,
+      logger,
+      token,
+      refreshMetrics: deps.refreshMetrics,
+      containment: () => deps.sandboxes.containmentState?.() ?? null,
+    },
     { host: config.WORKER_HTTP_HOST, port: config.WORKER_HTTP_PORT },
   );
   const url = advertisedUrl(config, server.port);
-  const endpoint = { workerId: config.WORKER_ID, url, engineId: deps.engineId, startedAt: new Date().toISOString() };
-  await advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint, ADVERTISE_TTL_MS);
+  const startedAt = new Date().toISOString();
+  // Renewed with the containment as it is now: the API's /ready shows each worker's.
+  const endpoint = () => ({
+    workerId: config.WORKER_ID,
+    url,
+    engineId: deps.engineId,
+    startedAt,
+    ...containmentFacts(deps.sandboxes.containmentState?.() ?? null),
+  });
+  await advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint(), ADVERTISE_TTL_MS);
   const renew = setInterval(() => {
-    advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint, ADVERTISE_TTL_MS).catch((err) =>
+    advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint(), ADVERTISE_TTL_MS).catch((err) =>
       logger.warn({ err }, "renewing the worker's directory entry failed"),
     );
   }, ADVERTISE_TTL_MS / 3);

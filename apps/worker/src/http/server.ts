@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { type ErrorCode, isDomainError, type Logger, renderMetrics } from "@tern/core";
 import type { Database } from "@tern/db";
-import type { SandboxDriver } from "@tern/sandbox";
+import type { ContainmentState, SandboxDriver } from "@tern/sandbox";
 import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Redis } from "ioredis";
@@ -27,6 +27,8 @@ export interface InternalServerDeps {
   token: string;
   /** Brings the gauges read at scrape time (queue depth, warm pool size) up to date before /metrics. */
   refreshMetrics?: () => Promise<void>;
+  /** What holds the sandboxes in now (disk limit mode, egress names that do not resolve), for /ready. */
+  containment?: () => ContainmentState | null;
 }
 
 /**
@@ -74,7 +76,12 @@ const createInternalApp = (deps: InternalServerDeps, state: { stopping: boolean 
       redis: await check(() => deps.redis.ping()),
     };
     const ready = !state.stopping && Object.values(checks).every((v) => v === "ok");
-    return c.json({ status: ready ? "ok" : state.stopping ? "stopping" : "unavailable", checks }, ready ? 200 : 503);
+    // Degraded parts of the containment are reported, not failed: the worker serves with the rest.
+    const containment = deps.containment?.() ?? null;
+    return c.json(
+      { status: ready ? "ok" : state.stopping ? "stopping" : "unavailable", checks, containment },
+      ready ? 200 : 503,
+    );
   });
 
   app.use("/internal/*", async (c, next) => {

@@ -24,6 +24,12 @@ export const toStartTask = (r: Selectable<StartTasksTable>): StartTask => ({
 
 const TERMINAL = ["READY", "ERROR"] as const;
 
+/**
+ * A start task's `detail` while no worker is alive to take it (the API's worker directory said so
+ * when it was accepted); cleared by the first worker that claims it.
+ */
+export const WAITING_FOR_WORKER = "waiting for a worker";
+
 export const startTaskSortOrders = ["CREATED_AT", "CREATED_AT_DESC", "UPDATED_AT", "UPDATED_AT_DESC"] as const;
 export type StartTaskSortOrder = (typeof startTaskSortOrders)[number];
 
@@ -166,13 +172,39 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     async claim(id: string, attempt: number): Promise<StartTask | null> {
       const row = await db
         .updateTable("start_tasks")
-        .set({ attempt })
+        // A worker has it: it no longer waits for one.
+        .set((eb) => ({
+          attempt,
+          detail: eb.case().when("detail", "=", WAITING_FOR_WORKER).then(null).else(eb.ref("detail")).end(),
+        }))
         .where("id", "=", id)
         .where("attempt", "<=", attempt)
         .where("status", "not in", TERMINAL)
         .returningAll()
         .executeTakeFirst();
       return row ? toStartTask(row) : null;
+    },
+
+    /** Notes on a task still WORKING that no worker is alive to take it (WAITING_FOR_WORKER). */
+    async noteWaitingForWorker(id: string): Promise<void> {
+      await db
+        .updateTable("start_tasks")
+        .set({ detail: WAITING_FOR_WORKER })
+        .where("id", "=", id)
+        .where("status", "=", "WORKING")
+        .where("detail", "is", null)
+        .execute();
+    },
+
+    /** How many tasks still wait for a worker (start_tasks_inflight_idx: in-flight tasks only). */
+    async countWaitingForWorker(): Promise<number> {
+      const row = await db
+        .selectFrom("start_tasks")
+        .select((eb) => eb.fn.countAll<string>().as("n"))
+        .where("status", "not in", TERMINAL)
+        .where("detail", "=", WAITING_FOR_WORKER)
+        .executeTakeFirstOrThrow();
+      return Number(row.n);
     },
 
     /**

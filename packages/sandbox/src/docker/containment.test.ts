@@ -1,17 +1,21 @@
 import type Docker from "dockerode";
 import { describe, expect, it, vi } from "vitest";
 import { ContainmentError } from "../driver.ts";
-import { enforceDockerContainment, resolveEgress } from "./containment.ts";
+import { enforceDockerContainment } from "./containment.ts";
 import type { applyEgressPolicy } from "./egress.ts";
+import { resolveEgress } from "./egress-names.ts";
 
-/** An engine on overlay2 over ext4 (no disk limit possible) with runc only, and one network. */
+/** An engine on overlay2 over ext4 (no disk limit of its own) with runc only, and one network. */
 const extEngine = {
   info: async () => ({ Driver: "overlay2", DriverStatus: [["Backing Filesystem", "extfs"]], Runtimes: { runc: {} } }),
   listImages: async () => [{ Id: "sha256:0123" }],
   getNetwork: () => ({ inspect: async () => ({ Driver: "bridge", Id: "0123456789abcdef", Options: {} }) }),
 } as unknown as Docker;
 
-const resolve = async (host: string) => (host === "git.internal" ? ["10.1.2.3", "10.1.2.4"] : ["203.0.113.9"]);
+const resolve = async (host: string) => {
+  if (host.endsWith(".invalid")) throw new Error(`getaddrinfo ENOTFOUND ${host}`);
+  return host === "git.internal" ? ["10.1.2.3", "10.1.2.4"] : ["203.0.113.9"];
+};
 
 const refusal = async (p: Promise<unknown>) => {
   const err = await p.then(
@@ -22,11 +26,14 @@ const refusal = async (p: Promise<unknown>) => {
   return err as ContainmentError;
 };
 
+const installed = () =>
+  vi.fn(async () => ({ replaced: false })) as unknown as typeof applyEgressPolicy & ReturnType<typeof vi.fn>;
+
 describe("Docker containment at prepare", () => {
-  it("refuses an engine that cannot limit disk, saying what it runs on", async () => {
-    const err = await refusal(enforceDockerContainment(extEngine, "net", { diskMb: 1024 }));
-    expect(err.part).toBe("disk");
-    expect(err.message).toMatch(/overlay2 on extfs/);
+  it("watches the disk limit itself on an engine that cannot hold one, saying what it runs on", async () => {
+    const c = await enforceDockerContainment(extEngine, "net", { diskMb: 1024 });
+    expect(c.disk).toEqual({ mode: "watched", limitMb: 1024, storage: "overlay2 on extfs" });
+    expect(c.summary.disk).toBe("1024 MB watched (overlay2 on extfs)");
   });
 
   it("refuses a runtime the engine does not have", async () => {
@@ -44,15 +51,15 @@ describe("Docker containment at prepare", () => {
   });
 
   it("installs the policy on the network's bridge with every name resolved", async () => {
-    const applyEgress = vi.fn(async () => ({ replaced: false })) as unknown as typeof applyEgressPolicy;
+    const applyEgress = installed();
     const egress = {
       mode: "allowlist" as const,
       services: [{ host: "git.internal", port: 443 }],
       allow: ["192.168.5.0/24", "mirror.example"],
     };
-    expect(await enforceDockerContainment(extEngine, "net", { egress }, { applyEgress, resolve })).toEqual({
-      egress: "allowlist on br-0123456789ab",
-    });
+    const c = await enforceDockerContainment(extEngine, "net", { egress }, { applyEgress, resolve });
+    c.egress?.stop();
+    expect(c.summary).toEqual({ egress: "allowlist on br-0123456789ab" });
     expect(applyEgress).toHaveBeenCalledWith(
       expect.objectContaining({
         bridge: "br-0123456789ab",
@@ -69,8 +76,29 @@ describe("Docker containment at prepare", () => {
     );
   });
 
+  it("installs the rest of the policy when a name does not resolve, and names it", async () => {
+    const applyEgress = installed();
+    const egress = {
+      mode: "none" as const,
+      services: [{ host: "git.example.invalid", port: 443 }],
+      allow: ["mirror.example"],
+    };
+    const c = await enforceDockerContainment(extEngine, "net", { egress }, { applyEgress, resolve });
+    c.egress?.stop();
+    expect(c.summary.egress_unresolved).toBe("git.example.invalid");
+    expect(c.egress?.state().unresolved).toEqual([
+      expect.objectContaining({ name: "git.example.invalid", reason: expect.stringMatching(/ENOTFOUND/) }),
+    ]);
+    expect(applyEgress).toHaveBeenCalledWith(
+      expect.objectContaining({
+        policy: expect.objectContaining({ mode: "none", services: [], allow: ["203.0.113.9/32"] }),
+      }),
+    );
+  });
+
   it("asks nothing of the engine for what is not asked for", async () => {
-    expect(await enforceDockerContainment(extEngine, "net", {})).toEqual({});
+    const c = await enforceDockerContainment(extEngine, "net", {});
+    expect(c).toEqual({ summary: {}, disk: { mode: "off", limitMb: null, storage: null }, egress: null });
   });
 
   it("names an allow entry it cannot use, and never asks a resolver about an address", async () => {
@@ -79,7 +107,7 @@ describe("Docker containment at prepare", () => {
       asked.push(host);
       return ["203.0.113.9"];
     };
-    const policy = await resolveEgress(
+    const { policy } = await resolveEgress(
       { mode: "public", services: [{ host: "[fd00::5]", port: 8080 }], allow: ["10.0.0.1"] },
       spy,
     );

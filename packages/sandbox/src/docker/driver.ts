@@ -1,5 +1,7 @@
+import type { Logger } from "@tern/core";
 import type Docker from "dockerode";
 import type {
+  ContainmentState,
   ExecOptions,
   PreparedSandboxes,
   SandboxContainment,
@@ -10,7 +12,7 @@ import type {
   SandboxState,
 } from "../driver.ts";
 import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
-import { enforceDockerContainment } from "./containment.ts";
+import { type DockerContainment, enforceDockerContainment } from "./containment.ts";
 import { runExec } from "./exec.ts";
 import { ensureSandboxNetwork } from "./network.ts";
 
@@ -25,6 +27,8 @@ export interface DockerDriverOptions {
   containment?: SandboxContainment;
   /** The engine's name for affinity (ENGINE_ID); unset: the engine's own id from `docker info`. */
   engineId?: string;
+  /** Where the egress names' refresh says what it could not resolve. */
+  logger?: Logger;
 }
 
 /** An engine id as queue names and labels carry it: Docker's ids are safe, older ones hold colons. */
@@ -95,6 +99,8 @@ export const hardenedHostConfig = (limits: SandboxLimits, network: string, runti
 
 export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): SandboxDriver => {
   const owner = opts.fileOwner ?? { uid: 1000, gid: 1000 };
+  // What prepare found and installed.
+  let contained: DockerContainment | null = null;
   const maxDownload = opts.maxDownloadBytes ?? 16 * 1024 * 1024;
 
   const inspect = async (ref: string): Promise<SandboxInfo | null> => {
@@ -158,7 +164,11 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
           Tty: false,
           OpenStdin: false,
           HostConfig: hardenedHostConfig(
-            { ...spec.limits, diskMb: spec.limits.diskMb ?? opts.containment?.diskMb },
+            {
+              ...spec.limits,
+              // A watched limit is the worker's to hold: the engine, which cannot, is asked for none.
+              diskMb: contained?.disk.mode === "watched" ? undefined : (spec.limits.diskMb ?? opts.containment?.diskMb),
+            },
             opts.network,
             spec.runtime ?? opts.containment?.runtime,
           ),
@@ -191,12 +201,41 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
       if (!engineId) throw new Error("the Docker engine reports no ID; set ENGINE_ID");
       const network = await ensureSandboxNetwork(docker, opts.network);
       // Before any sandbox exists: a driver that cannot hold them in makes none.
-      const contained = opts.containment ? await enforceDockerContainment(docker, network.name, opts.containment) : {};
+      if (opts.containment) {
+        contained?.egress?.stop();
+        contained = await enforceDockerContainment(docker, network.name, opts.containment, {
+          ...(opts.logger ? { logger: opts.logger } : {}),
+        });
+      }
       return {
         hostAddress: network.gateway,
-        summary: { driver: "docker", engine: engineId, network: network.name, ...contained },
+        summary: { driver: "docker", engine: engineId, network: network.name, ...contained?.summary },
         engineId,
       };
+    },
+
+    containmentState(): ContainmentState {
+      return {
+        disk: contained?.disk ?? { mode: "off", limitMb: null, storage: null },
+        egress: contained?.egress?.state() ?? null,
+      };
+    },
+
+    async writtenBytes(ref) {
+      try {
+        // SizeRw: the container's writable layer, which holds /workspace too (it is no volume).
+        // dockerode passes any query option on; its types only know `abortSignal`.
+        const sized = { size: true } as Docker.ContainerInspectOptions;
+        const info = (await docker.getContainer(ref).inspect(sized)) as { SizeRw?: number };
+        return info.SizeRw ?? 0;
+      } catch (err) {
+        if (statusOf(err) === 404) return null;
+        throw err;
+      }
+    },
+
+    async close() {
+      contained?.egress?.stop();
     },
 
     create,
