@@ -160,7 +160,17 @@ beforeAll(async () => {
   });
   await api.database.db
     .updateTable("conversations")
-    .set({ sandbox_id: sandbox.id })
+    // Every optional field filled, so each is checked with a value and not only as null.
+    .set({
+      sandbox_id: sandbox.id,
+      selected_repository: "acme/widgets",
+      selected_branch: "main",
+      git_provider: "github",
+      llm_model: "gpt-test",
+      trigger: "openhands_api",
+      pr_number: JSON.stringify([7, 12]),
+      metrics: JSON.stringify({ accumulated_cost: 0.5, prompt_tokens: 10, completion_tokens: 5 }),
+    })
     .where("id", "=", c.conversationId)
     .execute();
   await seedEvents(api.database.db, c.conversationId, 14);

@@ -167,7 +167,10 @@ const VALID_BODIES: Record<string, unknown> = {
 const ADMIN_ONLY = new Set(["POST /api/v1/users"]);
 
 /** A well-formed id that names nothing: the handler answers it (404), the validator lets it through. */
-const absentId = () => randomInt(2 ** 31).toString(16).padStart(32, "0");
+const absentId = () =>
+  randomInt(2 ** 31)
+    .toString(16)
+    .padStart(32, "0");
 
 describe("the input fuzz, every route of the OpenAPI document", () => {
   it("reaches the handler of every operation with a valid request (the fuzz's positive control)", async () => {

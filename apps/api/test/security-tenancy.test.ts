@@ -305,9 +305,10 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
     const withIds = operationsOf(doc)
       .filter((op) => idSlotsOf(op).length > 0)
       .map((op) => `${op.method} ${op.path}`);
-    expect(withIds.filter((r) => !(r in OWNER_CALLS) && !(r in SHARED_IDS)), "routes with an id, not listed").toEqual(
-      [],
-    );
+    expect(
+      withIds.filter((r) => !(r in OWNER_CALLS) && !(r in SHARED_IDS)),
+      "routes with an id, not listed",
+    ).toEqual([]);
     expect(
       [...Object.keys(OWNER_CALLS), ...Object.keys(SHARED_IDS)].filter((r) => !withIds.includes(r)),
       "listed, but not in the document",
@@ -381,9 +382,10 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
     }
     for (const a of asked) noSecretIn(a);
     // Every route that takes an id is in the matrix, and the matrix knows what its owner gets.
-    expect([...covered].filter((r) => !(r in OWNER_CALLS) && !(r in SHARED_IDS)), "routes with an id, not listed").toEqual(
-      [],
-    );
+    expect(
+      [...covered].filter((r) => !(r in OWNER_CALLS) && !(r in SHARED_IDS)),
+      "routes with an id, not listed",
+    ).toEqual([]);
     console.log(
       `tenancy matrix: ${ops.length} operations asked, ${covered.size} with an id slot, ${asked.length} requests`,
     );

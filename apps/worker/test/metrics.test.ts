@@ -40,7 +40,8 @@ const promtoolPath = process.env.PROMTOOL_PATH ?? "promtool";
 /** promtool check metrics: exit 0 and no lint problems. */
 const promtool = (text: string) => {
   const res = spawnSync(promtoolPath, ["check", "metrics"], { input: text, encoding: "utf8" });
-  if (res.error) throw new Error(`${promtoolPath} did not run (${res.error.message}): run scripts/lib/ensure-promtool.sh`);
+  if (res.error)
+    throw new Error(`${promtoolPath} did not run (${res.error.message}): run scripts/lib/ensure-promtool.sh`);
   return { ok: res.status === 0, output: `${res.stdout}${res.stderr}` };
 };
 
@@ -106,8 +107,13 @@ describe("/metrics", () => {
   });
 
   it("promtool runs here, and fails a broken exposition and a misnamed counter (its positive control)", () => {
-    expect(promtool('# TYPE a_total counter\na_total{b="c"} 1\n')).toEqual({ ok: true, output: "" });
+    expect(promtool('# HELP a_total A count.\n# TYPE a_total counter\na_total{b="c"} 1\n')).toEqual({
+      ok: true,
+      output: "",
+    });
     expect(promtool('# TYPE a_total counter\na_total{b="c"} x\n').ok).toBe(false);
-    expect(promtool("# TYPE a counter\na 1\n").output).toMatch(/counter metrics should have "_total" suffix/);
+    expect(promtool("# HELP a A count.\n# TYPE a counter\na 1\n").output).toMatch(
+      /counter metrics should have "_total" suffix/,
+    );
   });
 });

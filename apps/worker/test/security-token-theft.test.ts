@@ -216,7 +216,10 @@ describe("the git token never reaches a sandbox (issue 11, token theft)", () => 
     expect(await scanSandbox(sandbox!.name)).toBe("");
     // The positive control: the same scan finds a canary planted in a file and in a process's environment.
     const canary = await plantCanary(sandbox!.name, "scan");
-    const found = await scanSandbox(sandbox!.name, [canary, Buffer.from(`x-access-token:${canary}`).toString("base64")]);
+    const found = await scanSandbox(sandbox!.name, [
+      canary,
+      Buffer.from(`x-access-token:${canary}`).toString("base64"),
+    ]);
     expect(found).toContain("/tmp/scan-canary");
     expect(found).toMatch(/^\/proc\/\d+\/environ$/m);
     const config = await h.execIn(

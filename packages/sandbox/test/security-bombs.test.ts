@@ -88,8 +88,15 @@ const lifeOf = async (ref: string) => {
  * runs a command again once its bomb has stopped (every pid the bomb held is back: reaped, not leaked).
  */
 const expectSurvived = async (ref: string, before: Awaited<ReturnType<typeof lifeOf>>) => {
-  await until("the bomb's processes to be gone", async () => ((await statsOf(ref)).pids_stats?.current ?? PIDS) <= 8, scaled(60_000));
-  const r = await driver.exec(ref, { cmd: ["bash", "-c", "echo alive; ls /proc | grep -c '^[0-9]'"], timeoutMs: 30_000 });
+  await until(
+    "the bomb's processes to be gone",
+    async () => ((await statsOf(ref)).pids_stats?.current ?? PIDS) <= 8,
+    scaled(60_000),
+  );
+  const r = await driver.exec(ref, {
+    cmd: ["bash", "-c", "echo alive; ls /proc | grep -c '^[0-9]'"],
+    timeoutMs: 30_000,
+  });
   expect({ exitCode: r.exitCode, alive: r.stdout.split("\n")[0] }).toEqual({ exitCode: 0, alive: "alive" });
   expect(await lifeOf(ref)).toEqual({ ...before, running: true, oomKilled: false, restarts: 0 });
 };
