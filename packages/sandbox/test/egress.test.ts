@@ -233,12 +233,14 @@ beforeAll(async () => {
     "public address": `${PUBLIC_LIKE}:${NS_PORT}`,
     "git host on the gateway": `${gateway}:${portOf(gitLike)}`,
   };
-  // The peer's server answers before any probe counts on it.
-  for (let i = 0; i < 100; i++) {
-    const r = await driver.exec(ids.prober, { cmd: ["bash", "-c", PROBE, "probe", targets["another sandbox"]!] });
-    if (r.stdout.includes("open")) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  // The peer's server answers before any probe counts on it: a peer never up fails here, by name.
+  await waitFor(
+    async () =>
+      (
+        await driver.exec(ids.prober, { cmd: ["bash", "-c", PROBE, "probe", targets["another sandbox"]!] })
+      ).stdout.includes("open"),
+    { what: "the peer sandbox's server to answer the prober", timeoutMs: 60_000, intervalMs: 100 },
+  );
 }, 15 * 60_000);
 
 afterAll(async () => {

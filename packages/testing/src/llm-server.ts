@@ -27,7 +27,7 @@ export interface ScriptedLlmServer {
   openaiBaseUrl: string;
   /** For the Anthropic SDK (it adds /v1 itself). */
   anthropicBaseUrl: string;
-  /** Appends replies to the script. */
+  /** Appends replies to the shared script, taken in arrival order by any request no key matches. */
   push: (...replies: ScriptedReply[]) => void;
   /** Every request received, in order (failed ones too). */
   requests: RecordedRequest[];
@@ -35,6 +35,16 @@ export interface ScriptedLlmServer {
   remaining: () => number;
   /** Drops the replies not yet used. */
   clear: () => void;
+  /**
+   * Keyed mode: replies for one conversation, whatever other conversations ask meanwhile and in
+   * whatever order. A request whose first user message contains `key` takes the next of these;
+   * a request that matches no key takes from the shared script (`push`).
+   */
+  pushFor: (key: string, ...replies: ScriptedReply[]) => void;
+  /** Keyed replies for `key` not yet used. */
+  remainingFor: (key: string) => number;
+  /** The requests whose first user message contains `key`, in order. */
+  requestsFor: (key: string) => RecordedRequest[];
   /** The worker's LLM_* settings that point it at this server as `provider` ("none": no LLM at all). */
   workerEnv: (provider: "openai" | "anthropic" | "none") => Record<string, string>;
   close: () => Promise<void>;
@@ -45,6 +55,17 @@ const readBody = async (req: IncomingMessage): Promise<Record<string, unknown>> 
   for await (const c of req) chunks.push(c as Buffer);
   const raw = Buffer.concat(chunks).toString("utf8");
   return raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+};
+
+/** The text of the first user message (OpenAI and Anthropic bodies alike): what keys a conversation. */
+const firstUserText = (body: Record<string, unknown>): string => {
+  const messages = Array.isArray(body.messages) ? (body.messages as { role?: string; content?: unknown }[]) : [];
+  const content = messages.find((m) => m.role === "user")?.content;
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return (content as { type?: string; text?: unknown }[])
+    .map((part) => (typeof part.text === "string" ? part.text : ""))
+    .join("\n");
 };
 
 const id = (prefix: string) => `${prefix}${randomBytes(8).toString("hex")}`;
@@ -223,6 +244,11 @@ const errorReply = (res: ServerResponse, provider: "openai" | "anthropic", statu
  */
 export const startLlmServer = async (script: ScriptedReply[] = []): Promise<ScriptedLlmServer> => {
   const queue = [...script];
+  const keyed = new Map<string, ScriptedReply[]>();
+  const keyOf = (body: Record<string, unknown>): string | null => {
+    const text = firstUserText(body);
+    return [...keyed.keys()].find((k) => text.includes(k)) ?? null;
+  };
   const requests: RecordedRequest[] = [];
   const server = createServer((req, res) => {
     const provider = req.url?.startsWith("/v1/chat/completions")
@@ -238,8 +264,12 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     void (async () => {
       const body = await readBody(req);
       requests.push({ provider, stream: body.stream === true, body, headers: req.headers });
-      const reply = queue.shift();
-      if (!reply) return errorReply(res, provider, 400, "the scripted LLM server has no reply left");
+      const key = keyOf(body);
+      const reply = key === null ? queue.shift() : keyed.get(key)?.shift();
+      if (!reply) {
+        const which = key === null ? "" : ` for "${key}"`;
+        return errorReply(res, provider, 400, `the scripted LLM server has no reply left${which}`);
+      }
       if ("error" in reply)
         return errorReply(res, provider, reply.error.status, reply.error.message ?? "scripted error");
       if (reply.before) await reply.before();
@@ -262,7 +292,17 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     push: (...replies) => void queue.push(...replies),
     requests,
     remaining: () => queue.length,
-    clear: () => void queue.splice(0),
+    clear: () => {
+      queue.splice(0);
+      keyed.clear();
+    },
+    pushFor: (key, ...replies) => {
+      const queued = keyed.get(key) ?? [];
+      queued.push(...replies);
+      keyed.set(key, queued);
+    },
+    remainingFor: (key) => keyed.get(key)?.length ?? 0,
+    requestsFor: (key) => requests.filter((r) => firstUserText(r.body).includes(key)),
     workerEnv: (provider) =>
       provider === "none"
         ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "", LLM_MODELS: "" }
