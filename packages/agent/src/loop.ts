@@ -339,7 +339,14 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     const condenseView = async (view: StoredEvent[], reason: CondensationReason): Promise<boolean> => {
       if (!limits) return false;
       const began = performance.now();
-      const done = await condense(llm, view, reason, limits);
+      let done: Awaited<ReturnType<typeof condense>>;
+      try {
+        done = await condense(llm, view, reason, limits);
+      } catch (err) {
+        // The summary's own request is too long even with its events cut short: no condensation.
+        if (err instanceof LlmContextLengthError) return false;
+        throw err;
+      }
       if (!done) return false;
       metrics.llmDuration.observe({ model: llm.model }, (performance.now() - began) / 1000);
       log.info({ reason, forgotten: done.draft.payload.forgotten_event_ids.length }, "history condensed");
@@ -456,9 +463,18 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
         tools: toolDefinitions,
         cacheKey: conversationId,
       };
+      const llmFailed = (err: LlmError) => {
+        log.warn({ err, status: err.status }, "LLM call failed");
+        return end("error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);
+      };
       const reason = limits ? condensationReason(view, estimateTokens(request), limits) : null;
-      // Over the limits: condense first, then build the request again from the stored events.
-      if (reason && (await condenseView(view, reason))) continue;
+      try {
+        // Over the limits: condense first, then build the request again from the stored events.
+        if (reason && (await condenseView(view, reason))) continue;
+      } catch (err) {
+        if (err instanceof LlmError) return await llmFailed(err);
+        throw err;
+      }
       let response: LlmResponse;
       metrics.agentSteps.inc();
       const llmBegan = performance.now();
@@ -466,11 +482,16 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
         response = await llm.complete(request);
       } catch (err) {
         if (!(err instanceof LlmError)) throw err;
-        log.warn({ err, status: err.status }, "LLM call failed");
         // Too long for the provider: condense and try again, rather than end the run (a loop of
         // these is the context-error stuck pattern).
         if (err instanceof LlmContextLengthError && limits) {
-          if (await condenseView(view, "context_error")) continue;
+          log.warn({ err }, "LLM refused the request as too long; condensing");
+          try {
+            if (await condenseView(view, "context_error")) continue;
+          } catch (summaryErr) {
+            if (summaryErr instanceof LlmError) return await llmFailed(summaryErr);
+            throw summaryErr;
+          }
           return await end("stuck", [
             agentError(
               "The agent is stuck in a context-error loop: the LLM refused the request as too long, and the " +
@@ -478,7 +499,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             ),
           ]);
         }
-        return await end("error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);
+        return await llmFailed(err);
       }
       const model = llm.model;
       metrics.llmDuration.observe({ model }, (performance.now() - llmBegan) / 1000);
