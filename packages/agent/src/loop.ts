@@ -421,7 +421,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       if (state.pauseRequested) return await end("paused");
       if (state.stuck) {
         log.info({ pattern: state.stuck.pattern }, "agent stuck");
-        return await end("stuck", [agentError(state.stuck.message)]);
+        return await end("stuck", [agentError(`${state.stuck.message} (stuck pattern: ${state.stuck.pattern})`)]);
       }
       if (state.iterations >= maxIterations()) {
         return await end("error", [
@@ -495,7 +495,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           return await end("stuck", [
             agentError(
               "The agent is stuck in a context-error loop: the LLM refused the request as too long, and the " +
-                `history cannot be condensed further (${err.message}).`,
+                `history cannot be condensed further (${err.message}). (stuck pattern: context_error_loop)`,
             ),
           ]);
         }
