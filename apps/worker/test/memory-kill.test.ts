@@ -86,7 +86,9 @@ describe("a worker killed during a condensed run", () => {
       expect(condensations.slice(0, condensedBefore.length).map((e) => e.id)).toEqual(condensedBefore.map((e) => e.id));
       expect(summaries).toBe(condensations.length);
       expect(summaries).toBeGreaterThanOrEqual(summariesBefore);
-      const forgotten = condensations.flatMap((c) => (c.kind === "CondensationEvent" ? c.payload.forgotten_event_ids : []));
+      const forgotten = condensations.flatMap((c) =>
+        c.kind === "CondensationEvent" ? c.payload.forgotten_event_ids : [],
+      );
       expect(new Set(forgotten).size).toBe(forgotten.length);
     } finally {
       release();

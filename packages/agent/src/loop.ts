@@ -30,7 +30,7 @@ import { type CondensationReason, condensationReason } from "./condenser/plan.ts
 import { estimateTokens } from "./condenser/tokens.ts";
 import { viewOf } from "./condenser/view.ts";
 import { buildHistory } from "./history.ts";
-import { costOf, type PriceTable, priceOf } from "./llm/prices.ts";
+import { type PriceTable, priceOf } from "./llm/prices.ts";
 import { chooseLlm, type LlmClientOptions, type LlmSettings, type UserLlmSettings } from "./llm/select.ts";
 import {
   type LlmClient,
@@ -68,16 +68,16 @@ export interface AgentRunDeps {
   sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect">;
   settings: LlmSettings &
     CondenserSettings & {
-    MAX_ITERATIONS: number;
-    /** Talk-only responses in a row that make a monologue (stuck); 0: off (default 6). */
-    AGENT_STUCK_MONOLOGUE?: number;
-    /** The run ends in error rather than take the conversation past this many events (0 or absent: no cap). */
-    MAX_EVENTS_PER_CONVERSATION?: number;
-    /** USD a conversation may spend on the LLM (absent: no cap unless the user set one). */
-    MAX_BUDGET_PER_TASK?: number | undefined;
-    /** Prices added to the built-in table (LLM_PRICES). */
-    LLM_PRICES?: PriceTable;
-  };
+      MAX_ITERATIONS: number;
+      /** Talk-only responses in a row that make a monologue (stuck); 0: off (default 6). */
+      AGENT_STUCK_MONOLOGUE?: number;
+      /** The run ends in error rather than take the conversation past this many events (0 or absent: no cap). */
+      MAX_EVENTS_PER_CONVERSATION?: number;
+      /** USD a conversation may spend on the LLM (absent: no cap unless the user set one). */
+      MAX_BUDGET_PER_TASK?: number | undefined;
+      /** Prices added to the built-in table (LLM_PRICES). */
+      LLM_PRICES?: PriceTable;
+    };
   /** The user's secrets, LLM and limits for this run (the worker reads and opens them); none: no user part. */
   runContext?: (conversation: Conversation) => Promise<AgentRunContext>;
   /**

@@ -1,4 +1,4 @@
-import { type ActionPayload, type AgentTurn, type StoredEvent, type StoredEventOf } from "@tern/core";
+import type { ActionPayload, AgentTurn, StoredEvent, StoredEventOf } from "@tern/core";
 import { isTurnEvent } from "./history.ts";
 import { detectStuck, type Stuck, type StuckThresholds } from "./stuck-detector.ts";
 

@@ -38,7 +38,15 @@ export interface Stuck {
 
 /** One step of the agent, as the patterns compare them (ids and timestamps left out). */
 type Step =
-  | { type: "action"; action: string; tool: string; result: string; failed: boolean; errorText: string; response: string }
+  | {
+      type: "action";
+      action: string;
+      tool: string;
+      result: string;
+      failed: boolean;
+      errorText: string;
+      response: string;
+    }
   | { type: "talk"; response: string }
   | { type: "context_error" };
 

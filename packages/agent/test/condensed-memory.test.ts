@@ -90,7 +90,9 @@ describe("a 400-step run against an LLM with a small context", () => {
     expect(condensations.length).toBeGreaterThanOrEqual(5);
     expect(condensations.length).toBe(agent.summaries());
     // Never re-summarized: each event is forgotten once (a summary is forgotten by the next one).
-    const forgotten = condensations.flatMap((c) => (c.kind === "CondensationEvent" ? c.payload.forgotten_event_ids : []));
+    const forgotten = condensations.flatMap((c) =>
+      c.kind === "CondensationEvent" ? c.payload.forgotten_event_ids : [],
+    );
     expect(new Set(forgotten).size).toBe(forgotten.length);
     // The head stays: every step's request starts with the system prompt and the first message.
     for (const r of sent.filter((x) => !isSummaryCall(x))) {
@@ -110,9 +112,13 @@ describe("a 400-step run against an LLM with a small context", () => {
     expect(buildHistory(viewOf(events), [])).toEqual(once);
     // The last request of the run is the one rebuilt from the events it had seen.
     const lastStep = sent.filter((x) => !isSummaryCall(x)).at(-1);
-    const seen = events.filter((e) => e.seq <= (events.findLast((x) => x.kind === "ActionEvent")?.payload as { history_seq: number }).history_seq);
-    const rebuilt = buildHistory(viewOf(seen), []);
-    expect((lastStep?.body.messages as unknown[]).length).toBe(rebuilt.messages.length + 1);
+    const lastAction = events.findLast((x) => x.kind === "ActionEvent");
+    const seenSeq = lastAction?.kind === "ActionEvent" ? lastAction.payload.history_seq : 0;
+    const rebuilt = buildHistory(viewOf(events.filter((e) => e.seq <= seenSeq)), []);
+    const lastMessages = (lastStep?.body.messages ?? []) as unknown[];
+    // The wire adds the system prompt as a message of its own.
+    expect(lastMessages.length).toBe(rebuilt.messages.length + 1);
+    expect(JSON.stringify(lastMessages.at(-1))).toContain(rebuilt.messages.at(-1)?.text ?? "none");
   }, 180_000);
 });
 

@@ -63,7 +63,9 @@ describe("the history the model is sent", () => {
     await eventsRepository(fx.database.db).append(conversationId, chatter(500));
     await fx.sayToAgent(conversationId, "LATEST: what now?");
     const before = fx.llm.requests.length;
-    fx.llm.setResponder((r) => (isSummaryCall(r) ? { text: "GOAL: build the thing. DONE: talked." } : { text: "Done." }));
+    fx.llm.setResponder((r) =>
+      isSummaryCall(r) ? { text: "GOAL: build the thing. DONE: talked." } : { text: "Done." },
+    );
     try {
       expect((await run(conversationId)).executionStatus).toBe("finished");
     } finally {

@@ -25,7 +25,11 @@ const call = (name: string, args: Record<string, unknown> | string) => ({ name, 
 
 const runStuck = async (conversationId: string, settings: Partial<AgentRunDeps["settings"]> = {}) => {
   const deps = fx.depsFor("openai", 30);
-  const outcome = await runAgent({ ...deps, settings: { ...deps.settings, ...settings } }, conversationId, randomUUID());
+  const outcome = await runAgent(
+    { ...deps, settings: { ...deps.settings, ...settings } },
+    conversationId,
+    randomUUID(),
+  );
   const events = await fx.events(conversationId);
   fx.llm.clear();
   return { outcome, events, error: String(events.findLast((e) => e.kind === "AgentErrorEvent")?.payload.error) };

@@ -248,7 +248,10 @@ const contextLengthReply = (res: ServerResponse, provider: "openai" | "anthropic
           }
         : {
             type: "error",
-            error: { type: "invalid_request_error", message: `prompt is too long: ${tokens} tokens > ${limit} maximum` },
+            error: {
+              type: "invalid_request_error",
+              message: `prompt is too long: ${tokens} tokens > ${limit} maximum`,
+            },
           },
     ),
   );

@@ -6,7 +6,7 @@ import { type CondensationReason, type CondenserLimits, planCondensation } from 
 import { summarize } from "./summarize.ts";
 
 /** Events in the view above which it is condensed: OpenHands' default agent condenser (max_size 80). */
-export const DEFAULT_CONDENSER_MAX_EVENTS = 80;
+const DEFAULT_CONDENSER_MAX_EVENTS = 80;
 
 export interface CondenserSettings {
   /** AGENT_CONDENSER_MAX_EVENTS (default 80); 0: no condensation at all. */

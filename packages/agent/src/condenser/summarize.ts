@@ -34,10 +34,12 @@ const summaryPrompt = (events: string[]): string =>
   ].join("\n");
 
 const cut = (text: string, max: number): string =>
-  text.length <= max ? text : `${text.slice(0, Math.floor(max / 2))}\n[… ${text.length - max} characters cut …]\n${text.slice(-Math.floor(max / 2))}`;
+  text.length <= max
+    ? text
+    : `${text.slice(0, Math.floor(max / 2))}\n[… ${text.length - max} characters cut …]\n${text.slice(-Math.floor(max / 2))}`;
 
 /** One event as the summarizer reads it. */
-export const eventText = (e: StoredEvent): string => {
+const eventText = (e: StoredEvent): string => {
   switch (e.kind) {
     case "MessageEvent":
       return `${e.source === "agent" ? "AGENT" : "USER"} MESSAGE:\n${textOf(e.payload.llm_message.content)}`;

@@ -2,7 +2,7 @@ import type { StoredEvent } from "@tern/core";
 import { isTurnEvent } from "../history.ts";
 
 /** Events the model is shown: the system prompt, messages, calls and their results; a condensation, as its summary. */
-export const isViewEvent = (e: StoredEvent): boolean =>
+const isViewEvent = (e: StoredEvent): boolean =>
   e.kind === "SystemPromptEvent" || e.kind === "CondensationEvent" || isTurnEvent(e);
 
 /**

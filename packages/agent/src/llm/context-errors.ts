@@ -21,8 +21,8 @@ const contextLengthPatterns = [
 export const isContextLengthRefusal = (status: number | null, message: string, code?: unknown): boolean => {
   if (code === "context_length_exceeded") return true;
   // A context-length refusal is a client error (400, 413, some proxies 422); a 5xx that mentions the
-  // context is the server's trouble, not ours.
-  if (status !== null && (status < 400 || status >= 500)) return false;
+  // context is the server's trouble, and a 429 ("too many tokens per minute") a rate limit.
+  if (status !== null && (status < 400 || status >= 500 || status === 429)) return false;
   return contextLengthPatterns.some((p) => p.test(message));
 };
 
