@@ -236,8 +236,8 @@ const sandboxPaused: RunOutcome = { outcome: "waiting", reason: "the conversatio
 
 /**
  * One run of the agent on a conversation. Every decision is made from the stored events, re-read
- * at each step (a bounded read, whatever the conversation's length: the run's own events, the
- * latest AGENT_HISTORY_WINDOW, the system prompt and the first user message), so a worker that
+ * at each step (a bounded read, whatever the conversation's length: the latest condensation's kept
+ * tail and what came after, the system prompt and the first user message), so a worker that
  * picks the run up after another one died continues where it stopped: a call whose ActionEvent is stored but not its ObservationEvent is run through the
  * sandbox's run-once record (tools/run-once.ts), which returns the first execution's result.
  */
