@@ -34,6 +34,8 @@ const depsWith = (maxIterations = 20, condenserMaxEvents = MAX_VIEW): AgentRunDe
       MAX_EVENTS_PER_CONVERSATION: MAX_EVENTS,
       // The steps below only think: a monologue, which is not what these tests are about.
       AGENT_STUCK_MONOLOGUE: 0,
+      // 1 USD a token: a scripted call of 10 + 5 tokens costs 15.
+      LLM_PRICES: { "gpt-test": { input: 1_000_000, output: 1_000_000 } },
     },
   };
 };
@@ -94,8 +96,8 @@ describe("the history the model is sent", () => {
       summary_offset: 2,
       reason: "events",
     });
-    // Both calls are in the conversation's metrics.
-    expect((await fx.conversation(conversationId)).metrics).toMatchObject({ llm_calls: 2 });
+    // Both calls are in the conversation's metrics, and its cost (what the budget is held to).
+    expect((await fx.conversation(conversationId)).metrics).toMatchObject({ llm_calls: 2, accumulated_cost: 30 });
   });
 
   it("still counts the run's own steps past its condensations (MAX_ITERATIONS holds)", async () => {
