@@ -85,7 +85,7 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
  * a step, and everything sent over the run, the summaries' calls included (what condensing costs).
  */
 export const llmRequestSizeRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
-  const steps = ctx.quick ? 100 : 400;
+  const steps = ctx.quick ? 60 : 400;
   ctx.progress(`llm request size: ${steps} steps with the condenser`);
   const condensed = await measureRun(ctx, steps, 80);
   ctx.progress(`llm request size: ${steps} steps without it`);
@@ -101,7 +101,7 @@ export const llmRequestSizeRows = async (ctx: BenchContext): Promise<BenchRow[]>
     runMs: Math.round(r.ms),
   });
   const floorLabel = "without condensation";
-  // The targets hold on the full run: at 100 steps the whole history is still small.
+  // The targets hold on the full run: at 60 steps the whole history is still small.
   const full400 = !ctx.quick;
   return [
     row({
