@@ -4,6 +4,7 @@ import { cpus, totalmem } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { removeOwnTestNetwork, removeStaleTestNetworks } from "@tern/testing";
 import { type BenchContext, createContext } from "./context.ts";
 import { renderHtml } from "./html.ts";
 import { removeBenchContainers } from "./raw-docker.ts";
@@ -65,6 +66,7 @@ const main = async () => {
     process.stdout.write(`report: ${await writeHtml(values.out ? join(values.out, basename(file)) : file, result)}\n`);
     return;
   }
+  await removeStaleTestNetworks();
   const ctx = createContext(values.quick ?? false);
   const startedAt = new Date().toISOString();
   const rows: BenchRow[] = [];
@@ -84,6 +86,7 @@ const main = async () => {
     }
   } finally {
     await removeBenchContainers(ctx.sandboxes, ctx.runId);
+    await removeOwnTestNetwork();
   }
   const result: BenchResult = {
     startedAt,

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { repoRoot } from "@tern/testing";
+import { repoRoot, scaled } from "@tern/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import type { BenchResult } from "../src/report.ts";
 
@@ -72,7 +72,7 @@ const runQuick = () =>
   });
 
 describe("pnpm bench --quick", () => {
-  it("runs every row small, prints the table and writes the results JSON", { timeout: 420_000 }, async () => {
+  it("runs every row small, prints the table and writes the results JSON", { timeout: scaled(420_000) }, async () => {
     const { code, output } = await runQuick();
     expect(output, output).not.toMatch(/failed sections/);
     expect(code, output).toBe(0);

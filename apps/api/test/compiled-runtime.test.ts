@@ -7,6 +7,7 @@ import {
   deleteRedisPrefix,
   freePort,
   repoRoot,
+  scaled,
   startService,
   type TestDatabase,
   testSandboxNetworkName,
@@ -28,7 +29,7 @@ const children: ChildProcess[] = [];
 beforeAll(async () => {
   database = await createTestDatabase();
   execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "pipe" });
-}, 180_000);
+}, scaled(180_000));
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
@@ -120,7 +121,7 @@ describe("a schema behind the release", () => {
             WORKER_HTTP_PORT: "0",
           },
           encoding: "utf8",
-          timeout: 30_000,
+          timeout: scaled(30_000),
         });
         expect(res.status, `${app}: ${res.stderr}`).toBe(78);
         expect(res.stderr).toContain("the database schema is behind this release: 1 migration(s) not applied");

@@ -2,7 +2,7 @@
 import { mkdirSync } from "node:fs";
 import { newEvent, toHexId } from "@tern/core";
 import { eventsRepository, sandboxesRepository } from "@tern/db";
-import { createConversationFixture, sampleEvent } from "@tern/testing";
+import { createConversationFixture, sampleEvent, scaled } from "@tern/testing";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StreamTestApi, startStreamTestApi } from "./stream-harness.ts";
@@ -25,7 +25,7 @@ beforeAll(async () => {
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
-}, 60_000);
+}, scaled(60_000));
 afterAll(async () => {
   await browser?.close();
   await t?.close();
@@ -91,7 +91,7 @@ describe("the conversation page", () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL("conversation-page.png", ARTIFACTS).pathname, fullPage: true });
     await context.close();
-  }, 60_000);
+  });
 
   it("a session key opens its own conversation read-only", async () => {
     const { conversationId, sessionApiKey } = await createConversationFixture(db(), { userId });
@@ -113,7 +113,7 @@ describe("the conversation page", () => {
     }, toHexId(conversationId));
     expect(status).toBe(401);
     await context.close();
-  }, 60_000);
+  });
 
   it("refuses a cookie write without X-Tern-Page, a forged cookie, and a wrong key", async () => {
     const { conversationId } = await createConversationFixture(db(), { userId });

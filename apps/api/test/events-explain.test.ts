@@ -1,5 +1,5 @@
 import { type EventPageRequest, eventsSearchRepository } from "@tern/db";
-import { createConversationFixture, createTestDatabase, seedEvents, type TestDatabase } from "@tern/testing";
+import { createConversationFixture, createTestDatabase, scaled, seedEvents, type TestDatabase } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -58,7 +58,7 @@ beforeAll(async () => {
         .executeTakeFirstOrThrow()
     ).timestamp;
   timestamps = { first: await at(1), mid: await at(N / 2), late: await at(N - 1_000) };
-}, 180_000);
+}, scaled(180_000));
 
 afterAll(async () => database?.drop());
 

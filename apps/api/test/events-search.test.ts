@@ -1,6 +1,6 @@
 import { type EventDraft, type EventKind, type StoredEvent, toHexId } from "@tern/core";
 import { eventsRepository } from "@tern/db";
-import { createConversationFixture, sampleEvent } from "@tern/testing";
+import { createConversationFixture, sampleEvent, scaled } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
@@ -55,7 +55,7 @@ beforeAll(async () => {
   await repo.append(id, drafts(5, 0)); // another conversation's events must never show up
   for (let done = 0; done < TOTAL; done += 400) await repo.append(toUuid(conversation), drafts(400, done));
   all = await repo.listAll(toUuid(conversation));
-}, 120_000);
+}, scaled(120_000));
 afterAll(async () => api?.close());
 
 const toUuid = (hex: string) => hex.replace(/^(.{8})(.{4})(.{4})(.{4})/, "$1-$2-$3-$4-");
@@ -88,7 +88,7 @@ describe("events search", () => {
     expect(ids(by1)).toEqual(ids(all));
     expect(new Set(ids(by1)).size).toBe(TOTAL);
     // 2,400 sequential requests: ~7 s on a quiet machine; the bound is for a loaded one, not a speed goal.
-  }, 180_000);
+  });
 
   it("sorts newest first with sort_order=TIMESTAMP_DESC", async () => {
     const desc = await collect({ limit: "100", sort_order: "TIMESTAMP_DESC" });

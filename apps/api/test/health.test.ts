@@ -6,6 +6,7 @@ import {
   freePort,
   repoRoot,
   type ServiceProcess,
+  scaled,
   startService,
   type TestDatabase,
 } from "@tern/testing";
@@ -53,7 +54,7 @@ describe("liveness and readiness", () => {
       cwd: repoRoot,
       env: { ...process.env, DATABASE_URL: "nonsense" },
       encoding: "utf8",
-      timeout: 20_000,
+      timeout: scaled(20_000),
     });
     expect(res.status).not.toBe(0);
     expect(res.stderr).toMatch(/DATABASE_URL/);

@@ -7,6 +7,7 @@ import {
   removeSandboxesOfNamespace,
   type ScriptedLlmServer,
   type ServiceProcess,
+  scaled,
   startGitServer,
   startLlmServer,
   startService,
@@ -59,7 +60,7 @@ beforeAll(async () => {
     },
     { timeoutMs: 90_000 },
   );
-}, 180_000);
+}, scaled(180_000));
 
 afterAll(async () => {
   await worker?.stop();
@@ -257,7 +258,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
     expect(JSON.stringify((await allEvents(polled.id)).find((e) => e.kind === "ObservationEvent"))).toContain(
       "your repo",
     );
-  }, 120_000);
+  });
 
   it("downloads a zip holding the record and every event; a start task's id is 404", async () => {
     const res = await api.call(`/api/v1/app-conversations/${polled.id}/download`, { key });
@@ -391,7 +392,7 @@ describe("every V1 start field", () => {
     expect(JSON.stringify(system?.content)).toContain("Answer in haiku.");
     expect(JSON.stringify(system?.content)).toContain("planning mode");
     parentId = id;
-  }, 120_000);
+  });
 
   it("a taken conversation_id is 409", async () => {
     const res = await api.call("/api/v1/app-conversations", {
@@ -431,7 +432,7 @@ describe("every V1 start field", () => {
     expect(
       await json<number>(await api.call("/api/v1/app-conversations/count?include_sub_conversations=true", { key })),
     ).toBe(all.length);
-  }, 120_000);
+  });
 
   it("bad start input is 422 naming the field", async () => {
     const cases: [unknown, RegExp][] = [
@@ -626,7 +627,7 @@ describe("stream-start and pending messages", () => {
     expect(new Set(snapshots.map((s) => s.id)).size).toBe(1);
     const id = snapshots.at(-1)!.app_conversation_id!;
     expect((await settle(id)).execution_status).toBe("finished");
-  }, 120_000);
+  });
 
   it("messages sent to task-{id} before READY are delivered in order once READY, and answered", async () => {
     llm.push({ text: "Initial answered." }, { text: "Pending answered." });
@@ -677,7 +678,7 @@ describe("stream-start and pending messages", () => {
     llm.clear();
     const texts = userTexts(await allEvents(id));
     expect(texts).toEqual(["Initial", "first pending", "second pending", "third pending"]);
-  }, 120_000);
+  });
 
   it("accepts at most 10 queued messages per task (429 beyond); unknown tasks are 404", async () => {
     // A task with no job: it stays WORKING, so every message waits.
@@ -785,7 +786,7 @@ describe("pause and resume through the V1 routes", () => {
       json: { content: text("still there?") },
     });
     expect(gone.status).toBe(410);
-  }, 120_000);
+  });
 });
 
 describe("image blocks reach an Anthropic model too", () => {
@@ -828,7 +829,7 @@ describe("image blocks reach an Anthropic model too", () => {
       { type: "text", text: "Compare them." },
       { type: "image", image_urls: [`data:image/png;base64,${png}`, "https://images.example.test/b.png"] },
     ]);
-  }, 180_000);
+  });
 });
 
 describe("the OpenAPI document", () => {

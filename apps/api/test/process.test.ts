@@ -8,6 +8,7 @@ import {
   freePort,
   repoRoot,
   type ServiceProcess,
+  scaled,
   startService,
   type TestDatabase,
 } from "@tern/testing";
@@ -46,7 +47,7 @@ const cli = (args: string[]): Promise<{ status: number | null; stdout: string; s
     execFile(
       process.execPath,
       ["--import", "tsx", "apps/cli/src/main.ts", ...args],
-      { cwd: repoRoot, env: { ...process.env, DATABASE_URL: database.url }, encoding: "utf8", timeout: 60_000 },
+      { cwd: repoRoot, env: { ...process.env, DATABASE_URL: database.url }, encoding: "utf8", timeout: scaled(60_000) },
       (err, stdout, stderr) =>
         resolve({ status: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
     );
@@ -77,7 +78,7 @@ describe("the API process", () => {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: database.url, REDIS_URL: "not a url" },
         encoding: "utf8",
-        timeout: 30_000,
+        timeout: scaled(30_000),
       });
       expect(run.status, app).toBe(78);
       expect(run.stderr).toMatch(/^Invalid configuration: REDIS_URL: /);

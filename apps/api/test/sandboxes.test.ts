@@ -8,6 +8,7 @@ import {
   removeSandboxesOfNamespace,
   type ScriptedLlmServer,
   type ServiceProcess,
+  scaled,
   startGitServer,
   startLlmServer,
   startService,
@@ -65,7 +66,7 @@ beforeAll(async () => {
     GIT_TOKEN_SHARED: "true",
     ...llm.workerEnv("openai"),
   });
-}, 120_000);
+}, scaled(120_000));
 
 afterAll(async () => {
   await worker?.stop();
@@ -187,7 +188,7 @@ describe("a conversation started from a repository", () => {
 
   beforeAll(async () => {
     conv = await start({ selected_repository: "acme/widgets" });
-  }, 120_000);
+  }, scaled(120_000));
 
   it("lists the skills the repository brought, in OpenHands' shape", async () => {
     const body = await json<{ skills: { name: string; type: string; content: string; triggers: string[] }[] }>(
@@ -223,7 +224,7 @@ describe("a conversation started from a repository", () => {
     const empty = await start({});
     expect(await json(await api.call(`/api/v1/app-conversations/${empty.id}/hooks`, { key }))).toEqual({ hooks: [] });
     expect(await json(await api.call(`/api/v1/app-conversations/${empty.id}/skills`, { key }))).toEqual({ skills: [] });
-  }, 60_000);
+  });
 
   it("reads a file of the workspace through a worker, by relative or absolute path and through inner symlinks", async () => {
     const ref = await refOf((await conversation(conv.id)).sandbox_id);
@@ -351,7 +352,7 @@ describe("sandboxes", () => {
       mine,
     ]);
     expect(await sandboxes([co.sandbox_id], otherKey)).toEqual([expect.objectContaining({ id: co.sandbox_id })]);
-  }, 120_000);
+  });
 
   it("validates: the batch needs 1 to 100 ids, the search a limit of 1 to 100", async () => {
     const none = await json<{ error: { message: string } }>(await api.call("/api/v1/sandboxes", { key }), 422);
@@ -449,7 +450,7 @@ describe("sandboxes", () => {
       .where("conversation_id", "=", parseId(conv.id) ?? "")
       .execute();
     expect(runs).toEqual([{ id: parseId(conv.id), status: "finished" }]);
-  }, 120_000);
+  });
 
   it("a command in flight is frozen with its sandbox and finishes after resume", async () => {
     // Timestamps every 20 ms: while the sandbox is frozen none is written, so the command's own
@@ -486,7 +487,7 @@ describe("sandboxes", () => {
     expect(ticks).toHaveLength(60);
     const gaps = ticks.slice(1).map((t, i) => t - (ticks[i] as number));
     expect(Math.max(...gaps)).toBeGreaterThanOrEqual(resumeAt - pausedAt);
-  }, 120_000);
+  });
 
   it("DELETE removes the sandbox; a removed sandbox is gone (410) for pause, resume and reads", async () => {
     const conv = await start({});
@@ -516,7 +517,7 @@ describe("sandboxes", () => {
     // Removing again changes nothing; the conversation's record and events stay.
     expect((await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key })).status).toBe(200);
     expect((await allEvents(conv.id)).length).toBeGreaterThan(0);
-  }, 120_000);
+  });
 
   it("refuses commands on a sandbox whose start is still going on (409)", async () => {
     const task = await startTasksRepository(api.database.db).create(userId, {});
@@ -640,5 +641,5 @@ describe("the workers' internal HTTP server", () => {
     expect(await liveWorkers(api.redis, api.prefix)).toEqual([]);
     const res = await readFile(conv.id, "README.md");
     expect((await json<{ error: { code: string } }>(res, 503)).error.code).toBe("service_unavailable");
-  }, 60_000);
+  });
 });

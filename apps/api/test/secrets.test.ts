@@ -9,7 +9,7 @@ import {
   toHexId,
 } from "@tern/core";
 import { agentSecretEnv, userSecretContext } from "@tern/services";
-import { createConversationFixture, repoRoot, testSecretsKey } from "@tern/testing";
+import { createConversationFixture, repoRoot, scaled, testSecretsKey } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
@@ -255,7 +255,7 @@ describe("cli secrets rotate-key", () => {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: api.database.url, SECRETS_KEY: secretsKey },
         encoding: "utf8",
-        timeout: 60_000,
+        timeout: scaled(60_000),
       });
     const res = cli(`${newKey},${testSecretsKey}`);
     expect(res.status, res.stderr).toBe(0);

@@ -1,3 +1,4 @@
+import { scaled } from "@tern/testing";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
@@ -136,7 +137,9 @@ describe("the input fuzz, every route of the OpenAPI document", () => {
     );
   });
 
-  it("answers every random input below 500, with a JSON error body when it refuses", { timeout: 600_000 }, async () => {
+  it("answers every random input below 500, with a JSON error body when it refuses", {
+    timeout: scaled(600_000),
+  }, async () => {
     const ops = operationsOf(doc);
     expect(ops.length).toBeGreaterThanOrEqual(16);
     for (const op of ops) {

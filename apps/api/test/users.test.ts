@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { deploymentSecretsRepository } from "@tern/db";
-import { createConversationFixture, repoRoot } from "@tern/testing";
+import { createConversationFixture, repoRoot, scaled } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
@@ -67,7 +67,7 @@ describe("users", () => {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: api.database.url },
         encoding: "utf8",
-        timeout: 30_000,
+        timeout: scaled(30_000),
       });
     const made = cli("users", "create", "--name", "bob");
     expect(made.status, made.stderr).toBe(0);

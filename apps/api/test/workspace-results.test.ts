@@ -9,6 +9,7 @@ import {
   prepareTestSandboxes,
   removeSandboxesOfNamespace,
   type ServiceProcess,
+  scaled,
   startService,
   testRedisUrl,
   testSandboxDriver,
@@ -38,7 +39,7 @@ beforeAll(async () => {
     SANDBOX_NETWORK: testSandboxNetworkName(),
     SANDBOX_POOL_SIZE: "0",
   });
-}, 120_000);
+}, scaled(120_000));
 
 afterAll(async () => {
   await worker?.stop();

@@ -10,6 +10,7 @@ import {
   repoRoot,
   type ServiceProcess,
   sampleEvent,
+  scaled,
   startService,
   type TestDatabase,
   waitFor,
@@ -30,7 +31,7 @@ beforeAll(async () => {
     { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
     { name: "cli" },
   ));
-}, 60_000);
+}, scaled(60_000));
 afterAll(async () => {
   await api?.stop();
   await database?.drop();
@@ -43,7 +44,7 @@ const cli = (args: string[]) =>
     cwd: repoRoot,
     env: env(),
     encoding: "utf8",
-    timeout: 30_000,
+    timeout: scaled(30_000),
   });
 
 /** A CLI run in the background, for `watch`: its output so far and its exit code once it ends. */

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { createTestDatabase, repoRoot, type TestDatabase } from "@tern/testing";
+import { createTestDatabase, repoRoot, scaled, type TestDatabase } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** The CLI as operators run it (`pnpm cli keys create`), against a database of its own. */
@@ -18,7 +18,7 @@ const cli = (args: string[], env: Record<string, string> = {}) =>
     cwd: repoRoot,
     env: { ...baseEnv, DATABASE_URL: database.url, ...env },
     encoding: "utf8",
-    timeout: 30_000,
+    timeout: scaled(30_000),
   });
 
 const daysAhead = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();

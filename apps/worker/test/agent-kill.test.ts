@@ -92,5 +92,5 @@ describe("a worker killed during a run", () => {
     expect(second.output()).toMatch(/"outcome":"resumed"/);
     // The model was asked twice in all: the killed worker's call was not made again.
     expect(fx.llm.requests).toHaveLength(2);
-  }, 90_000);
+  });
 });

@@ -123,7 +123,7 @@ describe("a worker with its sandboxes contained", () => {
     expect(r.stdout).toContain("hello");
     expect(r.stdout).toContain(`${gitPort} open`);
     expect(r.stdout).toContain(`${portOf(otherPort)} closed`);
-  }, 180_000);
+  });
 
   it("does not start when the engine lacks the runtime asked for, and names the variable", async () => {
     await expect(h.startWorker({ ...engineEnv(), SANDBOX_RUNTIME: "no-such-runtime" })).rejects.toThrow(

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { setGitProvider } from "@tern/services";
-import { type GitServer, startGitServer, testSecretBox } from "@tern/testing";
+import { type GitServer, scaled, startGitServer, testSecretBox } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness } from "./start-harness.ts";
 
@@ -24,7 +24,7 @@ beforeAll(async () => {
   await git.createFixtureRepo("alice/private", { "alice.txt": "alice\n" });
   await git.createFixtureRepo("bob/private", { "bob.txt": "bob\n" });
   await h.startWorker({ GIT_BASE_URL: git.url, GIT_TOKEN: serverToken, GIT_TOKEN_SHARED: "false" });
-}, 60_000);
+}, scaled(60_000));
 
 afterAll(async () => {
   await h?.close();
@@ -71,7 +71,7 @@ describe("clones with the requesting user's own token", () => {
     for (const t of [aliceOther, aliceMissing, bobOther, carolAny]) {
       for (const token of [aliceToken, bobToken, serverToken]) expect(t.detail).not.toContain(token);
     }
-  }, 120_000);
+  });
 
   it("a user's own host on a private network is refused unless the operator allows it", async () => {
     const eve = await h.newUser();
@@ -83,5 +83,5 @@ describe("clones with the requesting user's own token", () => {
     const refused = await start(eve.userId, "alice/private");
     expect(refused.status).toBe("ERROR");
     expect(refused.detail).toMatch(/^PREPARING_REPOSITORY: the github host must be reached over https/);
-  }, 60_000);
+  });
 });

@@ -6,6 +6,7 @@ import {
   type GitServer,
   type ProviderApiServer,
   type ScriptedLlmServer,
+  scaled,
   startGitServer,
   startLlmServer,
   startProviderApiServer,
@@ -50,7 +51,7 @@ beforeAll(async () => {
     GIT_API_URL_GITLAB: providerApi.gitlabUrl,
     ...llm.workerEnv("openai"),
   });
-}, 60_000);
+}, scaled(60_000));
 
 afterAll(async () => {
   await h?.close();
@@ -148,7 +149,7 @@ describe("git_push and create_pull_request, run by the worker", () => {
     );
     expect(scan.output.trim()).toBe("");
     expect(worker.output()).not.toContain(userToken);
-  }, 180_000);
+  });
 
   it("a token the provider refuses becomes an observation naming the provider, never the token", async () => {
     const user = await h.newUser();
@@ -173,7 +174,7 @@ describe("git_push and create_pull_request, run by the worker", () => {
     expect(text).not.toContain(readOnlyToken);
     expect(await git.show("acme/app", "fix-b:a.txt")).toBeNull();
     expect(worker.output()).not.toContain(readOnlyToken);
-  }, 180_000);
+  });
 
   it("opens a GitLab merge request through its API, and finds it again rather than open a second", async () => {
     const user = await h.newUser();
@@ -204,5 +205,5 @@ describe("git_push and create_pull_request, run by the worker", () => {
     expect(prs[0]?.pr_number).toBe(prs[1]?.pr_number);
     expect(JSON.stringify(prs[1])).toContain("was already open");
     expect(await pullRequestsRepository(h.database.db).numbersOf(uuidOf(conversationId))).toEqual([prs[0]?.pr_number]);
-  }, 180_000);
+  });
 });

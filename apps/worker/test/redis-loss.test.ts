@@ -1,6 +1,6 @@
 import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { PoolOwnerLabel, SandboxLabel } from "@tern/sandbox";
-import { deleteRedisPrefix, type ServiceProcess, waitFor } from "@tern/testing";
+import { deleteRedisPrefix, type ServiceProcess, scaled, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
 
@@ -87,7 +87,7 @@ describe("Redis loses its data", () => {
   let plain: ServiceProcess;
 
   it("while one worker is frozen: the other re-creates the lost jobs, and leaves the frozen worker's warm sandboxes alone", {
-    timeout: 120_000,
+    timeout: scaled(120_000),
   }, async () => {
     pooled = await h.startWorker(env("rl-pooled", 2));
     plain = await h.startWorker(env("rl-plain", 0));
@@ -118,7 +118,7 @@ describe("Redis loses its data", () => {
   });
 
   it("while every worker is frozen: once thawed, every task in flight ends READY within JANITOR_INTERVAL_MS + 10 s", {
-    timeout: 120_000,
+    timeout: scaled(120_000),
   }, async () => {
     await waitForAgedPool("rl-pooled", 2);
     freeze(pooled);
@@ -143,7 +143,7 @@ describe("Redis loses its data", () => {
 
 describe("a worker killed with SIGKILL and restarted under the same WORKER_ID", () => {
   it("removes the warm sandboxes its predecessor left, keeps the claimed one, and runs no more than its pool", {
-    timeout: 120_000,
+    timeout: scaled(120_000),
   }, async () => {
     const first = await h.startWorker(env("rl-restarted", 2));
     await waitForAgedPool("rl-restarted", 2);

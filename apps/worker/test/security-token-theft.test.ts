@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import { startTasksRepository } from "@tern/db";
 import { SandboxLabel } from "@tern/sandbox";
-import { type ServiceProcess, waitFor } from "@tern/testing";
+import { type ServiceProcess, scaled, waitFor } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
@@ -90,14 +90,14 @@ beforeAll(async () => {
     ".openhands/pre-commit.sh": "#!/bin/bash\nexit 0\n",
   });
   await h.git.createFixtureRepo("acme/plain", { ".openhands/setup.sh": "#!/bin/bash\necho set up\n" });
-}, 60_000);
+}, scaled(60_000));
 
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.kill().catch(() => undefined)));
   listener?.closeAllConnections();
   listener?.close();
   await h?.close();
-}, 120_000);
+}, scaled(120_000));
 
 /** Everything a sandbox's own user can read that could hold the canary: files, and every process's environment and command line. */
 const SCAN = `
@@ -162,7 +162,7 @@ describe("the git token never reaches a sandbox (issue 11, token theft)", () => 
         union all select row_to_json(c)::text from conversations c
       ) x(t)`.execute(h.database.db);
     expect(holdsCanary(stored.rows[0]?.text ?? "")).toBe(false);
-  }, 180_000);
+  });
 
   it("a repository cloned with the token: READY, with no trace of the token in the sandbox or its git config", async () => {
     const { userId } = await h.newUser();
@@ -185,5 +185,5 @@ describe("the git token never reaches a sandbox (issue 11, token theft)", () => 
     expect(config.output).toContain("1000:1000\n1000:1000\n1000:1000");
     await w.stop();
     expect(holdsCanary(w.output())).toBe(false);
-  }, 120_000);
+  });
 });

@@ -9,6 +9,7 @@ import {
   repoRoot,
   type ScriptedLlmServer,
   type ServiceProcess,
+  scaled,
   startLlmServer,
   testSandboxDriver,
   testSandboxNetworkName,
@@ -127,10 +128,12 @@ afterAll(async () => {
   await sh("bash", ["scripts/lib/ensure-engine.sh", String(ENGINE_N)], { cwd: repoRoot }).catch(() => undefined);
   const left = await e15Driver?.list({ [SandboxLabel.Namespace]: h.prefix }).catch(() => []);
   await Promise.all((left ?? []).map((c) => e15Driver.destroy(c.ref).catch(() => undefined)));
-}, 120_000);
+}, scaled(120_000));
 
 describe("two engines, a worker on each", () => {
-  it("starts conversations on both engines, and every run and follow-up answers", async () => {
+  it("starts conversations on both engines, and every run and follow-up answers", {
+    timeout: scaled(300_000),
+  }, async () => {
     const starts = await Promise.all(
       Array.from({ length: CONVERSATIONS }, (_, i) =>
         h
@@ -165,7 +168,7 @@ describe("two engines, a worker on each", () => {
       await Promise.all([...placed.keys()].map((c) => waitForAnswers(c, n + 1)));
     }
     for (const c of placed.keys()) expect(await answers(c)).toEqual({ answered: FOLLOW_UPS + 1, errors: [] });
-  }, 300_000);
+  });
 
   it("pauses, resumes, and reads files, the diff and the archive whichever engine holds the sandbox", async () => {
     for (const engineId of [mainEngine, E15]) {
@@ -194,7 +197,7 @@ describe("two engines, a worker on each", () => {
       expect((await call("POST", `/api/v1/sandboxes/${hex}/resume`)).status).toBe(200);
       expect((await driverOf(engineId).inspect(ref))?.state).toBe("running");
     }
-  }, 120_000);
+  });
 
   it("a killed worker's conversations wait for it, then finish once it is back", async () => {
     const [waiting] = onEngine(E15);
@@ -211,7 +214,7 @@ describe("two engines, a worker on each", () => {
 
     e15Worker = await startE15Worker();
     await waitForAnswers(waiting ?? "", FOLLOW_UPS + 2);
-  }, 120_000);
+  });
 
   it("DELETE removes a sandbox from whichever engine holds it, and leaves nothing behind", async () => {
     // All but one conversation per engine (kept for the engine-loss test).
@@ -232,7 +235,7 @@ describe("two engines, a worker on each", () => {
     expect(left.map((c) => c.name).sort()).toEqual(
       (await Promise.all([...placed.keys()].map(sandboxOf))).map((s) => s.name).sort(),
     );
-  }, 120_000);
+  });
 
   it("an engine stopped for good: its conversations become MISSING with 410, nothing else is disturbed", async () => {
     const lost = onEngine(E15);
@@ -274,7 +277,7 @@ describe("two engines, a worker on each", () => {
     const again = uuidOf(task.appConversationId ?? "");
     expect((await sandboxOf(again)).engineId).toBe(mainEngine);
     placed.set(again, mainEngine);
-  }, 180_000);
+  });
 
   it("an engine back after it was given up on removes what it held; DELETE leaves nothing on either", async () => {
     const { stdout } = await sh("bash", ["scripts/lib/ensure-engine.sh", String(ENGINE_N)], { cwd: repoRoot });
@@ -289,5 +292,5 @@ describe("two engines, a worker on each", () => {
     }
     await waitFor(async () => (await h.sandboxes()).length === 0, { what: "no sandbox left on the main engine" });
     expect(await e15Driver.list({ [SandboxLabel.Namespace]: h.prefix })).toEqual([]);
-  }, 120_000);
+  });
 });

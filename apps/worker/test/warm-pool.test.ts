@@ -1,6 +1,6 @@
 import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { PoolOwnerLabel, SandboxLabel } from "@tern/sandbox";
-import { waitFor } from "@tern/testing";
+import { scaled, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workerAliveKey } from "../src/liveness.ts";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
@@ -74,7 +74,7 @@ describe("warm sandbox pool in the worker", () => {
   });
 
   it("after a worker crash, another worker's janitor removes the dead worker's warm containers and keeps the claimed one", {
-    timeout: 180_000,
+    timeout: scaled(180_000),
   }, async () => {
     const { userId } = await h.newUser();
     const crashing = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w2" });

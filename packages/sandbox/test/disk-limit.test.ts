@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { statfs } from "node:fs/promises";
-import { engineSandboxDriver, ensureTestEngine } from "@tern/testing";
+import { engineSandboxDriver, ensureTestEngine, scaled } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDockerProbe, type DockerProbe } from "../src/docker/index.ts";
 import { type SandboxDriver, SandboxLabel, type SandboxSpec } from "../src/index.ts";
@@ -70,7 +70,9 @@ describe("sandbox disk limit", () => {
     expect(support).toMatchObject({ supported: true });
   });
 
-  it("stops a fill at the limit while a neighbour keeps working, and the engine keeps its space", async () => {
+  it("stops a fill at the limit while a neighbour keeps working, and the engine keeps its space", {
+    timeout: scaled(300_000),
+  }, async () => {
     const filler = (await driver.create(spec("filler"))).ref;
     const neighbour = (await driver.create(spec("neighbour"))).ref;
 
@@ -115,9 +117,9 @@ describe("sandbox disk limit", () => {
     // Slower under load on two shared cores, but working and bounded.
     expect(during.p99).toBeLessThan(10_000);
     await driver.destroy(filler);
-  }, 300_000);
+  });
 
-  it("holds a gVisor (runsc) sandbox too", async (ctx) => {
+  it("holds a gVisor (runsc) sandbox too", { timeout: scaled(300_000) }, async (ctx) => {
     if (!hasRunsc) {
       console.info("skipped: the engine has no runsc runtime");
       ctx.skip();
@@ -128,5 +130,5 @@ describe("sandbox disk limit", () => {
     expect(fill.size).toBeGreaterThan(0);
     expect(fill.size).toBeLessThanOrEqual(DISK_MB * 1024 * 1024);
     console.info(`disk fill under runsc stopped at ${(fill.size / 1024 / 1024).toFixed(1)} MiB`);
-  }, 300_000);
+  });
 });

@@ -328,7 +328,7 @@ describe("sandbox egress policy", () => {
       Object.fromEntries(Object.keys(targets).map((k) => [k, open.includes(k) ? "open" : "closed"])),
     );
     count(seen, open);
-  }, 120_000);
+  });
 
   it("installs the IPv6 rules for networks with IPv6: unique-local and link-local refused", async () => {
     // Docker makes the IPv6 DOCKER-USER only with ip6tables on; what the policy makes here, the test removes.

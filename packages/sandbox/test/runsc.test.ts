@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { engineSandboxDriver, ensureTestEngine } from "@tern/testing";
+import { engineSandboxDriver, ensureTestEngine, scaled } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDockerProbe, type DockerProbe } from "../src/docker/index.ts";
 import { type SandboxDriver, SandboxLabel, type SandboxSpec } from "../src/index.ts";
@@ -49,7 +49,9 @@ afterAll(async () => {
 });
 
 describe("gVisor runtime", () => {
-  it("runs the hardened sandbox under runsc, and says what a start costs against runc", async (ctx) => {
+  it("runs the hardened sandbox under runsc, and says what a start costs against runc", {
+    timeout: scaled(300_000),
+  }, async (ctx) => {
     if (!hasRunsc) {
       console.info("skipped: the engine has no runsc runtime (ensure-engine.sh registers it with TERN_RUNSC=1)");
       ctx.skip();
@@ -81,5 +83,5 @@ describe("gVisor runtime", () => {
       `sandbox start (create, start, first exec) over ${ROUNDS} rounds: runc median ${Math.round(median(runc))} ms, ` +
         `runsc median ${Math.round(median(runsc))} ms`,
     );
-  }, 300_000);
+  });
 });

@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
+import { scaled } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDockerClient } from "../src/docker/engine.ts";
 import { createSandboxDriver, dockerEngineFromEnv, SandboxLabel, type SandboxSpec } from "../src/index.ts";
@@ -75,7 +76,7 @@ beforeAll(async () => {
   await driver.prepare();
   neighbour = (await driver.create(spec("neighbour"))).ref;
   await measure("quiet");
-}, 120_000);
+}, scaled(120_000));
 
 afterAll(async () => {
   for (const c of await driver.list({ [SandboxLabel.Namespace]: namespace })) await driver.destroy(c.ref);
@@ -84,10 +85,12 @@ afterAll(async () => {
       .map(([k, f]) => `${k} p50 ${f.p50.toFixed(0)} p99 ${f.p99.toFixed(0)} max ${f.max.toFixed(0)}`)
       .join("; ")}`,
   );
-}, 120_000);
+}, scaled(120_000));
 
 describe("abuse inside one sandbox stays inside it", () => {
-  it("holds a fork bomb at the pid limit; the neighbour and the host keep working", { timeout: 180_000 }, async () => {
+  it("holds a fork bomb at the pid limit; the neighbour and the host keep working", {
+    timeout: scaled(180_000),
+  }, async () => {
     const bomb = (await driver.create(spec("forkbomb"))).ref;
     const running = driver
       .exec(bomb, { cmd: ["bash", "-c", "b() { b | b & }; b; sleep infinity"], timeoutMs: BOMB_SECONDS * 1000 })
@@ -111,7 +114,7 @@ describe("abuse inside one sandbox stays inside it", () => {
   });
 
   it("holds a memory bomb at the memory limit, killing only the bomb; the neighbour and the host keep working", {
-    timeout: 180_000,
+    timeout: scaled(180_000),
   }, async () => {
     const bomb = (await driver.create(spec("membomb"))).ref;
     const grow = "a = []\nwhile True: a.append(bytearray(16 * 1024 * 1024))";

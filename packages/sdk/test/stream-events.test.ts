@@ -9,6 +9,7 @@ import {
   freePort,
   type ServiceProcess,
   sampleEvent,
+  scaled,
   startService,
   type TestDatabase,
   waitFor,
@@ -27,7 +28,7 @@ beforeAll(async () => {
   database = await createTestDatabase();
   port = String(await freePort());
   api = await startApi();
-}, 60_000);
+}, scaled(60_000));
 afterAll(async () => {
   await api?.stop();
   await database?.drop();
@@ -66,7 +67,7 @@ describe("streamEvents()", () => {
     await reading;
     const all = (await eventsRepository(database.db).listAll(conversationId)).map((e) => e.id);
     expect(seen.map((e) => e.event.id)).toEqual(all);
-  }, 90_000);
+  });
 
   it("throws a final error (another user's conversation) instead of retrying", async () => {
     const owner = await createUserWithKey({ db: database.db, maxKeyLifetimeDays: 30 }, { name: "a" });

@@ -10,4 +10,6 @@ export * from "./sandboxes.ts";
 export * from "./secret-box.ts";
 export * from "./seed-events.ts";
 export * from "./tenancy.ts";
+export * from "./test-networks.ts";
+export * from "./time-scale.ts";
 export * from "./wait-for.ts";

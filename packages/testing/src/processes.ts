@@ -3,6 +3,8 @@ import { once } from "node:events";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { testSecretsKey } from "./secret-box.ts";
+import { testSandboxNetworkName } from "./test-networks.ts";
+import { scaled } from "./time-scale.ts";
 
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -33,9 +35,9 @@ export interface ServiceProcess {
 }
 
 /**
- * Workers in tests run on the main engine, whose data root may not hold a disk limit, and share
- * one sandbox network whose egress rules each worker would replace with its own git server's port.
- * The containment tests run theirs on an engine of their own (ensureTestEngine) with both on.
+ * Workers in tests run on the main engine, whose data root may not hold a disk limit, on their test
+ * file's own sandbox network (test-networks.ts) with no egress rules: the containment tests prove
+ * both on an engine of their own (ensureTestEngine), with both on.
  */
 export const containmentOptOut = { SANDBOX_DISK_ENFORCE: "false", SANDBOX_EGRESS_ENFORCE: "false" } as const;
 
@@ -66,7 +68,7 @@ export const startService = async (
       LOG_LEVEL: "info",
       SECRETS_KEY: testSecretsKey,
       ...workerHttp,
-      ...(app === "worker" ? containmentOptOut : {}),
+      ...(app === "worker" ? { ...containmentOptOut, SANDBOX_NETWORK: testSandboxNetworkName() } : {}),
       ...env,
       PORT: port,
       HOST: "127.0.0.1",
@@ -87,7 +89,7 @@ export const startService = async (
       if (message === "ready") resolve();
     });
   });
-  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const timeoutMs = scaled(opts.timeoutMs ?? 30_000);
   let timer: NodeJS.Timeout | undefined;
   const outcome = await Promise.race([
     ready.then(() => "ready" as const),

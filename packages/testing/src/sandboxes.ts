@@ -5,8 +5,7 @@ import {
   type SandboxInfo,
   SandboxLabel,
 } from "@tern/sandbox";
-
-export const testSandboxNetworkName = (): string => process.env.SANDBOX_NETWORK ?? "tern-sandboxes";
+import { testSandboxNetworkName } from "./test-networks.ts";
 
 /**
  * The sandbox driver tests use: the engine of DOCKER_HOST (with its TLS and ssh settings, as the

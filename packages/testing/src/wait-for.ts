@@ -1,9 +1,11 @@
+import { scaled } from "./time-scale.ts";
+
 type Truthy<T> = Exclude<T, false | null | undefined | 0 | "">;
 
 export interface WaitForOptions {
   /** What the test waits for, in words: the failure says "timed out after N ms waiting for <what>". */
   what: string;
-  /** The deadline (default 30 s). */
+  /** The deadline (default 30 s), on the reference machine: scaled to this one's (time-scale.ts). */
   timeoutMs?: number;
   /** Time between two checks (default 50 ms). */
   intervalMs?: number;
@@ -21,7 +23,7 @@ export interface WaitForOptions {
  * one more janitor round) and then read the state.
  */
 export const waitFor = async <T>(check: () => T | Promise<T>, opts: WaitForOptions): Promise<Truthy<T>> => {
-  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const timeoutMs = scaled(opts.timeoutMs ?? 30_000);
   const intervalMs = opts.intervalMs ?? 50;
   const started = Date.now();
   for (;;) {
