@@ -93,6 +93,66 @@ describe("the conversation page", () => {
     await context.close();
   });
 
+  it("shows the agent's current plan: the task list of the latest task_tracker result, kept as text", async () => {
+    const { conversationId } = await createConversationFixture(db(), { userId });
+    const planResult = (n: number, tasks: { title: string; notes: string; status: string }[]) =>
+      newEvent.observation({
+        tool_name: "task_tracker",
+        tool_call_id: `plan-${n}`,
+        action_id: `00000000-0000-4000-8000-00000000000${n}`,
+        observation: {
+          kind: "TaskTrackerObservation",
+          command: "plan",
+          task_list: tasks,
+          content: [{ type: "text", text: `The task list now has ${tasks.length} task(s)` }],
+          is_error: false,
+        },
+      });
+    await eventsRepository(db()).append(conversationId, [
+      planResult(1, [
+        { title: "Read the code", notes: "", status: "in_progress" },
+        { title: `Fix it ${XSS}`, notes: "carefully", status: "todo" },
+      ]),
+    ]);
+    const context = await browser.createBrowserContext();
+    const page = await context.newPage();
+    await signIn(page, `${t.url()}/conversations/${toHexId(conversationId)}`, key);
+    const plan = () =>
+      page.$$eval("#plan-tasks li", (els) => els.map((e) => [e.getAttribute("data-status"), e.textContent ?? ""]));
+    await page.waitForSelector("#plan:not([hidden])");
+    expect(await plan()).toEqual([
+      ["in_progress", "◐Read the code"],
+      ["todo", `☐Fix it ${XSS}carefully`],
+    ]);
+    expect(await page.$eval("#plan", (e) => e.querySelector("script, img") === null)).toBe(true);
+
+    // A new plan replaces the old one live; a failed call leaves it as it is.
+    await eventsRepository(db()).append(conversationId, [
+      planResult(2, [
+        { title: "Read the code", notes: "", status: "done" },
+        { title: "Fix it", notes: "", status: "done" },
+        { title: "Run the tests", notes: "", status: "in_progress" },
+      ]),
+      newEvent.observation({
+        tool_name: "task_tracker",
+        tool_call_id: "plan-3",
+        action_id: "00000000-0000-4000-8000-000000000003",
+        observation: { kind: "TaskTrackerObservation", command: "plan", task_list: [], content: [], is_error: true },
+      }),
+    ]);
+    await page.waitForFunction(() => document.querySelectorAll("#plan-tasks li").length === 3);
+    await page.waitForFunction(() => document.querySelectorAll("#events article").length === 3);
+    expect(await plan()).toEqual([
+      ["done", "☑Read the code"],
+      ["done", "☑Fix it"],
+      ["in_progress", "◐Run the tests"],
+    ]);
+    expect(await page.evaluate(() => (window as { __pwned?: number }).__pwned)).toBeUndefined();
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: new URL("conversation-page-plan.png", ARTIFACTS).pathname, fullPage: true });
+    await context.close();
+  }, 60_000);
+
   it("a session key opens its own conversation read-only", async () => {
     const { conversationId, sessionApiKey } = await createConversationFixture(db(), { userId });
     await eventsRepository(db()).append(conversationId, [sampleEvent("MessageEvent", 1)]);

@@ -179,7 +179,9 @@ describe("the start pipeline, end to end (API, worker, Docker, git)", () => {
     const prompt = systemPrompt!.payload.system_prompt.text;
     expect(prompt).toContain("/workspace/widgets");
     expect(prompt).toContain("Always run the tests.");
-    expect(prompt).not.toContain("make deploy");
+    // The triggered skill is listed by name (its first line standing for a description), not put in whole.
+    expect(prompt).toContain("<name>deployer</name>");
+    expect(prompt).not.toContain('<skill name="deployer"');
     const tools = systemPrompt!.payload.tools;
     expect(tools.map((t) => t.function.name)).toEqual(expect.arrayContaining(["terminal", "file_editor", "finish"]));
     expect(events[1]?.payload).toEqual({

@@ -1,5 +1,13 @@
-import { isToolCallError, type MessageContent, type Skill, type StoredEvent, textOfContent } from "@tern/core";
+import {
+  isToolCallError,
+  type MessageContent,
+  type Skill,
+  type StoredEvent,
+  skillsTriggeredBy,
+  textOfContent,
+} from "@tern/core";
 import type { LlmMessage, ToolCall } from "./llm/types.ts";
+import { pathRulesFor, pathRuleText, triggeredSkillText, workspaceRelative } from "./skills.ts";
 
 /** The text of content blocks (image blocks have none). */
 export const textOf = (content: readonly MessageContent[]): string => textOfContent(content);
@@ -12,23 +20,26 @@ const imagesOf = (content: readonly MessageContent[]): string[] =>
 export const isTurnEvent = (e: StoredEvent): boolean =>
   e.kind === "MessageEvent" || e.kind === "ActionEvent" || e.kind === "ObservationEvent" || isToolCallError(e);
 
-/** Skills with triggers, each added to the first user message that names one of its triggers. */
+/** Skills with triggers, each added to the first user message that says one of its triggers. */
 const skillActivation = (skills: Skill[]) => {
   const active = new Set<string>();
   return (text: string): string => {
-    const lower = text.toLowerCase();
-    const extra: string[] = [];
-    for (const s of skills) {
-      if (s.triggers.length === 0 || active.has(s.name)) continue;
-      const hit = s.triggers.find((t) => t && lower.includes(t.toLowerCase()));
-      if (!hit) continue;
-      active.add(s.name);
-      extra.push(
-        `<EXTRA_INFO>\nThe following information has been included based on a keyword match for "${hit}".\n` +
-          `<skill name="${s.name}" source="${s.source}">\n${s.content.trim()}\n</skill>\n</EXTRA_INFO>`,
-      );
-    }
-    return extra.length ? `${text}\n\n${extra.join("\n\n")}` : text;
+    const fresh = skillsTriggeredBy(skills, text).filter((m) => !active.has(m.skill.name));
+    for (const m of fresh) active.add(m.skill.name);
+    return fresh.length ? `${text}\n\n${fresh.map(triggeredSkillText).join("\n\n")}` : text;
+  };
+};
+
+/** Path rules, each added to the result of the first call whose `path` is under its folder. */
+const pathRuleActivation = (skills: Skill[], workspaceDir: string | undefined) => {
+  const active = new Set<string>();
+  return (path: unknown, text: string): string => {
+    if (!workspaceDir || typeof path !== "string" || !path) return text;
+    const relative = workspaceRelative(workspaceDir, path);
+    if (!relative) return text;
+    const fresh = pathRulesFor(skills, relative).filter((m) => !active.has(m.skill.name));
+    for (const m of fresh) active.add(m.skill.name);
+    return fresh.length ? `${text}\n\n${fresh.map(pathRuleText).join("\n\n")}` : text;
   };
 };
 
@@ -49,10 +60,17 @@ export const condensationSummaryText = (summary: string): string =>
  * CondensationEvent is its summary, read as a user message; a result whose call was forgotten is
  * dropped (providers refuse a result without its call).
  */
-export const buildHistory = (events: StoredEvent[], skills: Skill[]): History => {
+export const buildHistory = (
+  events: StoredEvent[],
+  skills: Skill[],
+  /** Where the conversation's workspace is: path rules match paths relative to it. */
+  workspace?: { dir: string },
+): History => {
   let system: string | null = null;
   const messages: LlmMessage[] = [];
   const activate = skillActivation(skills);
+  const applyPathRules = pathRuleActivation(skills, workspace?.dir);
+  const pathOfCall = new Map<string, unknown>();
   let openAssistant: { id: string; message: Extract<LlmMessage, { role: "assistant" }> } | null = null;
   const outstanding = new Set<string>();
   const deferred: LlmMessage[] = [];
@@ -94,6 +112,7 @@ export const buildHistory = (events: StoredEvent[], skills: Skill[]): History =>
       addCall(a.llm_response_id, a.tool_call, textOf(a.thought));
       calls.add(a.tool_call_id);
       outstanding.add(a.tool_call_id);
+      pathOfCall.set(a.tool_call_id, a.action.path);
     } else if (e.kind === "ObservationEvent") {
       const o = e.payload;
       if (!calls.has(o.tool_call_id)) continue;
@@ -101,7 +120,7 @@ export const buildHistory = (events: StoredEvent[], skills: Skill[]): History =>
         role: "tool",
         toolCallId: o.tool_call_id,
         toolName: o.tool_name,
-        text: textOf(o.observation.content),
+        text: applyPathRules(pathOfCall.get(o.tool_call_id), textOf(o.observation.content)),
         isError: o.observation.is_error === true,
       });
       outstanding.delete(o.tool_call_id);

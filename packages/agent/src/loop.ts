@@ -47,6 +47,7 @@ import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
 import type { GitToolRunner } from "./tools/git.ts";
+import { currentTaskList } from "./tools/task-tracker.ts";
 
 /** What a run takes from its conversation's user: called once per run, holding the conversation. */
 export interface AgentRunContext {
@@ -115,6 +116,8 @@ const actionKinds: Record<ToolName, string> = {
   finish: "FinishAction",
   git_push: "GitPushAction",
   create_pull_request: "CreatePullRequestAction",
+  task_tracker: "TaskTrackerAction",
+  invoke_skill: "InvokeSkillAction",
 };
 
 const agentError = newEvent.agentError;
@@ -138,6 +141,14 @@ const slowTools: ReadonlySet<string> = new Set<ToolName>(["terminal", "git_push"
 const unrecordedTools: ReadonlySet<string> = new Set<ToolName>(["git_push", "create_pull_request"]);
 /** Tools that touch nothing and take no time: their result is written with the call itself. */
 const instantTools: ReadonlySet<string> = new Set<ToolName>(["think", "finish"]);
+/** Tools run on the worker from what is stored: no sandbox needed. */
+const workerTools: ReadonlySet<string> = new Set<ToolName>([
+  "think",
+  "finish",
+  "create_pull_request",
+  "task_tracker",
+  "invoke_skill",
+]);
 
 const issuesText = (error: z.ZodError): string =>
   error.issues.map((i) => `${i.path.length ? `${i.path.join(".")}: ` : ""}${i.message}`).join("; ");
@@ -297,6 +308,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       env: context.secrets,
       git: deps.git,
       conversation,
+      currentTaskList: async () => {
+        const latest = await events.latestObservationOf(conversationId, "task_tracker");
+        return latest ? currentTaskList([latest]) : [];
+      },
     });
     metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - began) / 1000);
     return result;
@@ -378,14 +393,15 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           if (held.length > 0) await append(held.splice(0));
         };
         for (const { event, payload } of state.pending) {
-          const needsSandbox = !["think", "finish", "create_pull_request"].includes(payload.tool_name);
+          const needsSandbox = !workerTools.has(payload.tool_name);
           if (needsSandbox && !sandboxRef) {
             return await end("error", [
               ...held,
               agentError("The conversation's sandbox is gone; tools cannot run any more."),
             ]);
           }
-          if (slowTools.has(payload.tool_name)) await flush();
+          // task_tracker reads the plan from the stored events: a plan held here is stored first.
+          if (slowTools.has(payload.tool_name) || payload.tool_name === "task_tracker") await flush();
           let result: Awaited<ReturnType<typeof executeTool>>;
           try {
             result = await runTool(event, payload, sandboxRef);
@@ -450,7 +466,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       }
       // The model's view: the stored events with their condensations applied (condenser/view.ts).
       const view = viewOf([...read.head, ...history]);
-      const { system, messages } = buildHistory(view, conversation.skills);
+      const { system, messages } = buildHistory(view, conversation.skills, { dir: conversation.workspaceDir });
       const request: LlmRequest = {
         system:
           system ??
@@ -458,6 +474,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             workspaceDir: conversation.workspaceDir,
             repository: conversation.selectedRepository,
             skills: conversation.skills,
+            llmModel: conversation.llmModel,
           }),
         messages,
         tools: toolDefinitions,

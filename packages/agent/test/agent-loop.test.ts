@@ -85,7 +85,16 @@ describe.each<LlmProvider>(["openai", "anthropic"])("agent loop with %s", (provi
     const toolNames = ((second?.body.tools ?? []) as Record<string, unknown>[]).map(
       (t) => (t.function as { name?: string } | undefined)?.name ?? t.name,
     );
-    expect(toolNames).toEqual(["terminal", "file_editor", "think", "finish", "git_push", "create_pull_request"]);
+    expect(toolNames).toEqual([
+      "terminal",
+      "file_editor",
+      "think",
+      "finish",
+      "git_push",
+      "create_pull_request",
+      "task_tracker",
+      "invoke_skill",
+    ]);
 
     expect(conversation.metrics).toMatchObject({
       llm_calls: 2,

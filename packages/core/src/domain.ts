@@ -73,11 +73,31 @@ export interface StartTask {
 
 export interface Skill {
   name: string;
-  /** Empty: always on. Otherwise loaded when a user message contains one of them. */
+  /**
+   * Keywords (and `/name` for a task skill) that add the skill to the user message that says one of
+   * them, as a whole word. Empty, with no `paths` and not AgentSkills: always on (system prompt).
+   */
   triggers: string[];
   content: string;
+  /** The file it came from, relative to the workspace. */
   source: string;
+  /** `agentskills`: a SKILL.md folder, listed by name and description and read in full on demand. */
+  format?: "agentskills";
+  /** What the skill is for: the listing shows it (AgentSkills front matter `description`). */
+  description?: string;
+  /** A path rule (a nested AGENTS.md, or front matter `paths`): added when the agent touches a matching file. */
+  paths?: string[];
+  /** Front matter `disable-model-invocation`: only its triggers bring it in; not listed, not invocable. */
+  disableModelInvocation?: boolean;
 }
+
+/** OpenHands' skill types: `repo` always on, `knowledge` triggered, `agentskills` listed. */
+export const skillType = (s: Skill): "repo" | "knowledge" | "agentskills" =>
+  s.format === "agentskills"
+    ? "agentskills"
+    : s.triggers.length > 0 || (s.paths?.length ?? 0) > 0
+      ? "knowledge"
+      : "repo";
 
 /**
  * A hook the repository brought, in OpenHands' shape (GetHooksResponse's items): an event, and per

@@ -23,5 +23,6 @@ export * from "./schemas/start-task.ts";
 export * from "./schemas/users.ts";
 export * from "./schemas/webhook.ts";
 export * from "./secret-box.ts";
+export * from "./skill-triggers.ts";
 export * from "./timeout.ts";
 export * from "./tracing.ts";

@@ -5,6 +5,8 @@ import {
   type MessageContent,
   newEvent,
   type Sandbox,
+  skillsTriggeredBy,
+  textOfContent,
   UnavailableError,
 } from "@tern/core";
 import { agentRunsRepository, conversationsRepository, eventsRepository, sandboxesRepository } from "@tern/db";
@@ -52,6 +54,21 @@ export interface UserMessage {
 }
 
 /**
+ * The skills a message triggers that no earlier user message of the conversation did: its
+ * `activated_skills`, as OpenHands records them (the agent adds each skill to the history once).
+ */
+const newlyTriggeredSkills = async (
+  deps: Pick<ConversationDeps, "db">,
+  conversation: Conversation,
+  content: MessageContent[],
+): Promise<string[]> => {
+  const triggered = skillsTriggeredBy(conversation.skills, textOfContent(content)).map((m) => m.skill.name);
+  if (triggered.length === 0) return [];
+  const before = await eventsRepository(deps.db).activatedSkillNames(conversation.id);
+  return triggered.filter((name) => !before.has(name));
+};
+
+/**
  * Appends the user's message to the conversation; with `run`, asks for a run of the agent (a run
  * in progress takes the message up at its next step). The message is committed before the run is
  * asked for, so the run always sees it. While the queue is down and a run is wanted nothing is
@@ -74,9 +91,12 @@ export const sendMessage = async (
   const content = deps.secretBox
     ? await maskMessageContent({ db: deps.db, secretBox: deps.secretBox }, conversation, message.content)
     : message.content;
-  await eventsRepository(deps.db).append(conversation.id, [newEvent.userMessage(content)], {
-    maxEvents: deps.limits?.maxEventsPerConversation,
-  });
+  const activated = await newlyTriggeredSkills(deps, conversation, content);
+  await eventsRepository(deps.db).append(
+    conversation.id,
+    [newEvent.userMessage(content, activated.length ? activated : undefined)],
+    { maxEvents: deps.limits?.maxEventsPerConversation },
+  );
   if (!message.run) return;
   await withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversation.id, undefined, engineId), {
     conversation_id: conversation.id,

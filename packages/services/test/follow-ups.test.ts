@@ -57,6 +57,27 @@ describe("ownedConversation", () => {
 });
 
 describe("sendMessage", () => {
+  it("records the skills a follow-up triggers (whole words), each only the first time", async () => {
+    const { conversationId, userId } = await createConversationFixture(world.database.db);
+    await world.database.db
+      .updateTable("conversations")
+      .set({
+        skills: JSON.stringify([
+          { name: "deployer", triggers: ["deploy"], content: "make deploy", source: ".openhands/skills/d.md" },
+          { name: "release", triggers: ["/release"], content: "tag it", source: ".openhands/skills/r.md" },
+          { name: "server", triggers: [], content: "rule", source: "server/AGENTS.md", paths: ["server/**"] },
+        ]),
+      })
+      .where("id", "=", conversationId)
+      .execute();
+    const say = (t: string) => sendMessage(world.deps, { userId }, conversationId, { content: text(t), run: false });
+    await say("Please DEPLOY it");
+    await say("deploy again, then /release");
+    await say("redeployment of server/** later");
+    const activated = (await messagesOf(conversationId)).map((p) => JSON.parse(p).activated_skills ?? null);
+    expect(activated).toEqual([["deployer"], ["release"], null]);
+  });
+
   it("commits the message before the run is asked for, so the run always sees it", async () => {
     const c = await world.conversationWithSandbox();
     let seenAtAdd: string[] = [];

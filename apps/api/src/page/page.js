@@ -93,6 +93,22 @@
     return pre;
   };
 
+  // The plan in force: the task list of the latest task_tracker result (events arrive in order).
+  const PLAN_MARK = { todo: "☐", in_progress: "◐", done: "☑" };
+  const renderPlan = (tasks) => {
+    const list = $("plan-tasks");
+    list.replaceChildren();
+    for (const t of tasks) {
+      const status = PLAN_MARK[t.status] ? t.status : "todo";
+      const li = el("li", `task ${status}`);
+      li.dataset.status = status;
+      li.append(el("span", "mark", PLAN_MARK[status]), el("span", "title", t.title));
+      if (t.notes) li.append(el("div", "notes", t.notes));
+      list.append(li);
+    }
+    $("plan").hidden = tasks.length === 0;
+  };
+
   const renderEvent = (ev) => {
     const box = el("article", `event ${ev.source || ""}`);
     box.dataset.kind = ev.kind;
@@ -115,6 +131,9 @@
           if (a.command === "str_replace") box.append(diffBlock(a.old_str, a.new_str));
           else if (a.command === "create") box.append(diffBlock("", a.file_text));
           else if (a.command === "insert") box.append(diffBlock("", a.new_str));
+        } else if (ev.tool_name === "task_tracker") {
+          const n = Array.isArray(a.task_list) ? a.task_list.length : 0;
+          box.append(el("div", "text", a.command === "plan" ? `Plan: ${n} task(s)` : "View the plan"));
         } else if (ev.tool_name === "finish") {
           box.append(el("div", "text", a.message || ""));
         } else {
@@ -125,6 +144,7 @@
       case "ObservationEvent": {
         const o = ev.observation || {};
         if (o.kind === "TerminalObservation") box.append(el("div", "meta", `exit code ${o.exit_code}`));
+        if (ev.tool_name === "task_tracker" && !o.is_error && Array.isArray(o.task_list)) renderPlan(o.task_list);
         box.append(el("pre", o.is_error ? "error" : "", textOf(o.content)));
         break;
       }

@@ -4,7 +4,7 @@ import { resolveGitAccess } from "../git/git-access.ts";
 import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
-import { skillGlobs } from "./skills.ts";
+import { hasSkillSourcesScript } from "./skills.ts";
 
 const EMPTY_WORKSPACE = "/workspace/project";
 const WORKSPACE_ROOT = "/workspace";
@@ -52,7 +52,7 @@ ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
 cd "$1" || exit 1
 if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
-for f in ${skillGlobs.join(" ")}; do if [ -f "$f" ]; then echo "${HAS_SKILLS}"; break; fi; done
+${hasSkillSourcesScript(HAS_SKILLS)}
 exit 0`;
 
 /** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */

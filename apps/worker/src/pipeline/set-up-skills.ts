@@ -1,6 +1,6 @@
 import { RepositoryFaultError, type Skill } from "@tern/core";
 import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
-import { parseSkill, skillGlobs } from "./skills.ts";
+import { listSkillFilesScript, skillsFromFiles } from "./skills.ts";
 
 /** Per file, when MAX_SKILLS_BYTES is off (0): the file is cut there. */
 const MAX_SKILL_BYTES = 256 * 1024;
@@ -9,25 +9,19 @@ const MAX_SKILLS = 100;
 const LISTING_BYTES = 1024 * 1024;
 
 /**
- * Prints the skill files' count, then `path NUL size NUL` for each, then (unless together they
- * are over `total`) each file's content followed by NUL: every file in one exec, and nothing
+ * Prints the skill files' count, then `kind NUL path NUL size NUL` for each, then (unless together
+ * they are over `total`) each file's content followed by NUL: every file in one exec, and nothing
  * read of a repository whose skills are over the cap.
  */
 const readScript = (perFile: number, total: number | null) => `
 set -eo pipefail
-shopt -s nullglob
-files=()
-for f in ${skillGlobs.join(" ")}; do
-  [ -f "$f" ] || continue
-  [ "\${#files[@]}" -lt ${MAX_SKILLS} ] || break
-  files+=("$f")
-done
+${listSkillFilesScript(MAX_SKILLS)}
 printf '%s\\0' "\${#files[@]}"
 sum=0
-for f in "\${files[@]}"; do
-  size=$(stat -L -c %s -- "$f")
+for i in "\${!files[@]}"; do
+  size=$(stat -L -c %s -- "\${files[$i]}")
   sum=$((sum + size))
-  printf '%s\\0%s\\0' "$f" "$size"
+  printf '%s\\0%s\\0%s\\0' "\${kinds[$i]}" "\${files[$i]}" "$size"
 done
 ${total === null ? "" : `[ "$sum" -le ${total} ] || exit 0`}
 for f in "\${files[@]}"; do
@@ -76,16 +70,17 @@ export const setUpSkills = async (
   const parts = r.stdout.split("\0");
   const count = Number(parts[0] ?? 0);
   const files = Array.from({ length: count }, (_, i) => ({
-    path: parts[1 + 2 * i] ?? "",
-    size: Number(parts[2 + 2 * i] ?? 0),
+    kind: parts[1 + 3 * i] ?? "",
+    path: parts[2 + 3 * i] ?? "",
+    size: Number(parts[3 + 3 * i] ?? 0),
   }));
   const listed = files.reduce((sum, f) => sum + f.size, 0);
   if (cap > 0 && listed > cap) throw tooLarge(files, listed, cap);
-  const contents = parts.slice(1 + 2 * count, 1 + 3 * count);
+  const contents = parts.slice(1 + 3 * count, 1 + 4 * count);
   // A file that grew between its size and its read (a process setup.sh left behind) is measured again.
   const read = contents.reduce((sum, c) => sum + Buffer.byteLength(c, "utf8"), 0);
   if (cap > 0 && (read > cap || r.truncated)) throw tooLarge(files, Math.max(read, listed), cap);
-  const skills = files.map((f, i) => parseSkill(f.path, contents[i] ?? ""));
+  const skills = skillsFromFiles(files.map((f, i) => ({ kind: f.kind, path: f.path, text: contents[i] ?? "" })));
   if (skills.length) ctx.log.info({ skills: skills.map((s) => s.name), bytes: read }, "skills loaded");
   return skills;
 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseSkill, skillsTriggeredBy } from "./skills.ts";
+import { parseSkill, skillFromFile, skillsFromFiles } from "./skills.ts";
 
 describe("parseSkill", () => {
   it("reads name and triggers from front matter", () => {
@@ -16,11 +16,11 @@ describe("parseSkill", () => {
   });
 
   it("without front matter: named after the file, always on", () => {
-    expect(parseSkill("AGENTS.md", "Use pnpm.\n")).toEqual({
-      name: "AGENTS",
+    expect(parseSkill(".openhands/skills/style.md", "Use pnpm.\n")).toEqual({
+      name: "style",
       triggers: [],
       content: "Use pnpm.",
-      source: "AGENTS.md",
+      source: ".openhands/skills/style.md",
     });
   });
 
@@ -33,11 +33,71 @@ describe("parseSkill", () => {
   it("accepts a single trigger string", () => {
     expect(parseSkill("a.md", "---\ntrigger: k8s\n---\nx").triggers).toEqual(["k8s"]);
   });
+
+  it("a task skill (inputs) is triggered by /name too", () => {
+    const s = parseSkill("a.md", "---\nname: release\ninputs:\n  - name: VERSION\n---\nRelease the given VERSION.");
+    expect(s.triggers).toEqual(["/release"]);
+    expect(s.content).toContain("ask for them");
+  });
+
+  it("reads disable-model-invocation", () => {
+    expect(parseSkill("a.md", "---\ntriggers: [x]\ndisable-model-invocation: true\n---\nb")).toMatchObject({
+      triggers: ["x"],
+      disableModelInvocation: true,
+    });
+  });
+
+  it("a path rule (paths) ignores its triggers", () => {
+    const s = parseSkill("a.md", "---\npaths: 'src/**, *.sql'\ntriggers: [x]\n---\nrule");
+    expect(s).toMatchObject({ triggers: [], paths: ["src/**", "*.sql"] });
+  });
 });
 
-describe("skillsTriggeredBy", () => {
-  it("matches triggers inside the message, case-insensitively", () => {
-    const skills = [parseSkill("a.md", "---\ntriggers: [Deploy]\n---\nx"), parseSkill("b.md", "always")];
-    expect(skillsTriggeredBy(skills, "please deploy now").map((s) => s.name)).toEqual(["a"]);
+describe("skillFromFile", () => {
+  it("another tool's file at the root is always on under OpenHands' name, front matter or not", () => {
+    expect(skillFromFile("third", "CLAUDE.md", "---\ntriggers: [x]\n---\nBe brief.")).toEqual({
+      name: "claude",
+      triggers: [],
+      content: "Be brief.",
+      source: "CLAUDE.md",
+    });
+    expect(skillFromFile("third", ".cursorrules", "rules")?.name).toBe("cursorrules");
+  });
+
+  it("a nested AGENTS.md is a path rule for its folder", () => {
+    expect(skillFromFile("nested", "server/api/AGENTS.md", "Use 4 spaces.")).toEqual({
+      name: "agents:server/api",
+      triggers: [],
+      content: "Use 4 spaces.",
+      source: "server/api/AGENTS.md",
+      paths: ["server/api/**"],
+    });
+  });
+
+  it("a SKILL.md folder is an AgentSkills skill named after its folder, with its description", () => {
+    expect(
+      skillFromFile("skillmd", ".agents/skills/pdf-tools/SKILL.md", "---\ndescription: Read PDFs.\n---\nSteps."),
+    ).toEqual({
+      name: "pdf-tools",
+      triggers: [],
+      content: "Steps.",
+      source: ".agents/skills/pdf-tools/SKILL.md",
+      format: "agentskills",
+      description: "Read PDFs.",
+    });
+  });
+
+  it("a markdown file under a skills folder is named by its path there", () => {
+    expect(skillFromFile("md:.openhands/skills", ".openhands/skills/ops/deploy.md", "x")?.name).toBe("ops/deploy");
+  });
+});
+
+describe("skillsFromFiles", () => {
+  it("keeps the first skill of each name (OpenHands' precedence)", () => {
+    const skills = skillsFromFiles([
+      { kind: "md:.agents/skills", path: ".agents/skills/lint.md", text: "first" },
+      { kind: "md:.openhands/skills", path: ".openhands/skills/lint.md", text: "second" },
+    ]);
+    expect(skills.map((s) => s.content)).toEqual(["first"]);
   });
 });

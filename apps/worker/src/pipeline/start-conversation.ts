@@ -6,6 +6,7 @@ import {
   newEvent,
   type RepositoryHook,
   type Skill,
+  skillsTriggeredBy,
   textOfContent,
   toHexId,
 } from "@tern/core";
@@ -13,7 +14,6 @@ import { conversationsRepository, eventsRepository, sandboxesRepository, userSet
 import { enqueueAgentRun } from "@tern/queue";
 import { maskMessageContent } from "@tern/services";
 import { type AcquiredSandbox, conversationIdForTask, type StartContext, type Workspace } from "./context.ts";
-import { skillsTriggeredBy } from "./skills.ts";
 
 /** What `agent_type: plan` adds to the system prompt (OpenHands gives its plan agent planning tools). */
 const PLAN_AGENT_INSTRUCTION =
@@ -72,7 +72,12 @@ export const startConversation = async (
   const drafts: EventDraft[] = [
     newEvent.systemPrompt(
       [
-        buildSystemPrompt({ workspaceDir: workspace.dir, repository: workspace.repository?.fullName ?? null, skills }),
+        buildSystemPrompt({
+          workspaceDir: workspace.dir,
+          repository: workspace.repository?.fullName ?? null,
+          skills,
+          llmModel: conversation.llmModel,
+        }),
         ...(request.agent_type === "plan" ? [PLAN_AGENT_INSTRUCTION] : []),
         ...(request.system_message_suffix ? [request.system_message_suffix] : []),
       ].join("\n\n"),
@@ -87,7 +92,7 @@ export const startConversation = async (
       newEvent.userMessage(
         // Stored masked, as every event: a secret pasted into the message is kept as <secret:NAME>.
         await maskMessageContent({ db: deps.db, secretBox: deps.secretBox }, conversation, initial.content),
-        skillsTriggeredBy(skills, text).map((s) => s.name),
+        skillsTriggeredBy(skills, text).map((m) => m.skill.name),
       ),
     );
   }

@@ -2,6 +2,8 @@ import type { SystemPromptTool } from "@tern/core";
 import { z } from "zod";
 import type { ToolDefinition } from "../llm/types.ts";
 import { createPullRequestArgs, gitPushArgs, gitToolDescriptions } from "./git.ts";
+import { invokeSkillArgs, invokeSkillDescription } from "./invoke-skill.ts";
+import { taskTrackerArgs, taskTrackerDescription } from "./task-tracker.ts";
 
 /** Longest a terminal command may run, and its default, in seconds. */
 export const terminalTimeouts = { defaultSec: 120, maxSec: 600 } as const;
@@ -64,6 +66,8 @@ export const toolArgs = {
   finish: finishArgs,
   git_push: gitPushArgs,
   create_pull_request: createPullRequestArgs,
+  task_tracker: taskTrackerArgs,
+  invoke_skill: invokeSkillArgs,
 } as const;
 
 export type ToolName = keyof typeof toolArgs;
@@ -82,6 +86,8 @@ const descriptions: Record<ToolName, string> = {
   think: "Think about something without changing anything, e.g. to plan or to weigh options.",
   finish: "Call when the task is done, with a short summary for the user.",
   ...gitToolDescriptions,
+  task_tracker: taskTrackerDescription,
+  invoke_skill: invokeSkillDescription,
 };
 
 const jsonSchemaOf = (schema: z.ZodType): Record<string, unknown> => {

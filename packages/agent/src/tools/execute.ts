@@ -2,9 +2,11 @@ import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { Conversation, Observation } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
+import { invokedSkillText } from "../skills.ts";
 import { type ToolArgs, type ToolName, terminalTimeouts } from "./definitions.ts";
 import { type GitToolRunner, gitObservation } from "./git.ts";
 import { runOnce, toolStateDir } from "./run-once.ts";
+import { runTaskTracker, type TaskItem } from "./task-tracker.ts";
 
 export interface ToolContext {
   sandbox: Pick<SandboxDriver, "exec" | "upload">;
@@ -20,6 +22,8 @@ export interface ToolContext {
   /** Runs git_push and create_pull_request on the worker; absent: those tools answer that they cannot run. */
   git?: GitToolRunner;
   conversation?: Conversation;
+  /** The plan in force (task_tracker), read from the stored events; absent: none yet. */
+  currentTaskList?: () => Promise<TaskItem[]>;
 }
 
 export interface ToolOutcome {
@@ -127,6 +131,24 @@ export const executeTool = async <N extends ToolName>(
               )
           : { text: `${name} is not available here.`, isError: true };
       return { text: result.text, isError: result.isError, observation: gitObservation(kind, result) };
+    }
+    case "task_tracker": {
+      const r = runTaskTracker(args as ToolArgs<"task_tracker">, (await ctx.currentTaskList?.()) ?? []);
+      return { text: r.text, isError: false, observation: r.observation };
+    }
+    case "invoke_skill": {
+      const { name: skillName } = args as ToolArgs<"invoke_skill">;
+      const r = invokedSkillText(ctx.conversation?.skills ?? [], skillName, ctx.workspaceDir);
+      return {
+        text: r.text,
+        isError: !r.ok,
+        observation: {
+          kind: "InvokeSkillObservation",
+          skill_name: skillName,
+          content: textContent(r.text),
+          is_error: !r.ok,
+        },
+      };
     }
     case "finish": {
       const text = (args as ToolArgs<"finish">).message;

@@ -255,6 +255,38 @@ export const eventsRepository = (db: Kysely<Database>) => ({
       .executeTakeFirst();
     return row?.seq ?? null;
   },
+
+  /** The skills the conversation's user messages have activated so far (their `activated_skills`). */
+  async activatedSkillNames(conversationId: string): Promise<Set<string>> {
+    const rows = await db
+      .selectFrom("events")
+      .select(sql<string>`jsonb_array_elements_text(payload->'activated_skills')`.as("name"))
+      .where("conversation_id", "=", conversationId)
+      .where("kind", "=", "MessageEvent")
+      .where("source", "=", "user")
+      .where(sql<boolean>`payload ? 'activated_skills'`)
+      .execute();
+    return new Set(rows.map((r) => r.name));
+  },
+
+  /**
+   * The latest successful result of a tool (e.g. task_tracker, whose latest result is the plan in
+   * force), or null. A backward range scan of events_conv_kind_ts_idx over the observations.
+   */
+  async latestObservationOf(conversationId: string, toolName: string): Promise<StoredEvent | null> {
+    const row = await db
+      .selectFrom("events")
+      .selectAll()
+      .where("conversation_id", "=", conversationId)
+      .where("kind", "=", "ObservationEvent")
+      .where(sql<boolean>`payload->>'tool_name' = ${toolName}`)
+      .where(sql<boolean>`coalesce((payload->'observation'->>'is_error')::boolean, false) = false`)
+      .orderBy("timestamp", "desc")
+      .orderBy("seq", "desc")
+      .limit(1)
+      .executeTakeFirst();
+    return row ? toStored(row) : null;
+  },
 });
 
 export type EventsRepository = ReturnType<typeof eventsRepository>;

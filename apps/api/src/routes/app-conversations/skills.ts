@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { skillsResponseSchema } from "@tern/core";
+import { skillsResponseSchema, skillType } from "@tern/core";
 import { ownedConversation } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { conversationIdParam } from "../follow-ups/conversation.ts";
@@ -29,7 +29,7 @@ export const registerListSkills = (router: Router, deps: ApiDeps) =>
       {
         skills: conversation.skills.map((s) => ({
           name: s.name,
-          type: s.triggers.length > 0 ? ("knowledge" as const) : ("repo" as const),
+          type: skillType(s),
           content: s.content,
           triggers: s.triggers,
         })),
