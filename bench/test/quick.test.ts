@@ -44,6 +44,9 @@ const EXPECTED_ROWS = [
   "stream.delivery.p99",
   "throughput.engines1",
   "throughput.engines2",
+  "llm.request.condensed.mean",
+  "llm.request.condensed.max",
+  "llm.request.condensed.total",
 ];
 
 const out = await mkdtemp(join(tmpdir(), "tern-bench-"));
