@@ -7,6 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/lib/ensure-pnpm.sh
 bash scripts/lib/ensure-all.sh
 bash scripts/lib/ensure-chromium.sh
+bash scripts/lib/ensure-promtool.sh
 
 pnpm --silent lint
 TURBO_TELEMETRY_DISABLED=1 pnpm --silent typecheck --output-logs=errors-only

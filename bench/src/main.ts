@@ -13,6 +13,7 @@ import { conversationsGetRows } from "./rows/conversations-get.ts";
 import { engineRows } from "./rows/engines.ts";
 import { eventAppendRows } from "./rows/event-append.ts";
 import { eventsSearchRows } from "./rows/events-search.ts";
+import { llmRequestSizeRows } from "./rows/llm-request-size.ts";
 import { readyRows } from "./rows/ready.ts";
 import { rssRows } from "./rows/rss.ts";
 import { storageRows } from "./rows/storage.ts";
@@ -27,6 +28,7 @@ const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> 
   { name: "search", run: eventsSearchRows },
   { name: "get", run: conversationsGetRows },
   { name: "stream", run: streamRows },
+  { name: "llm", run: llmRequestSizeRows },
   { name: "rss", run: rssRows },
 ];
 

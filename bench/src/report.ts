@@ -9,7 +9,7 @@ export interface BenchRow {
   /** Stable key, e.g. "ready.pool.p50". */
   id: string;
   label: string;
-  unit: "ms" | "events/s" | "req/s" | "starts/s" | "MiB" | "%";
+  unit: "ms" | "events/s" | "req/s" | "starts/s" | "KiB" | "MiB" | "%";
   value: number;
   floor: number | null;
   floorLabel: string | null;

@@ -45,6 +45,9 @@ const EXPECTED_ROWS = [
   "throughput.engines1",
   "throughput.engines2",
   "storage.quota_root.p50",
+  "llm.request.condensed.mean",
+  "llm.request.condensed.max",
+  "llm.request.condensed.total",
 ];
 
 const out = await mkdtemp(join(tmpdir(), "tern-bench-"));

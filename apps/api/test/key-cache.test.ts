@@ -3,7 +3,7 @@ import { hashApiKey } from "@tern/core";
 import { apiKeysRepository } from "@tern/db";
 import { createRedis } from "@tern/queue";
 import { issueApiKey } from "@tern/services";
-import { freePort, testRedisUrl, waitFor } from "@tern/testing";
+import { freePort, scaled, testRedisUrl, waitFor } from "@tern/testing";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
@@ -82,22 +82,26 @@ describe("API key cache across replicas", () => {
     await cachedOn(a, victim.key);
     await cachedOn(b, victim.key);
 
+    // Timed from the revocation's start (the request that revokes it, its database write and its
+    // publish included) to B's cache dropping the key (what the channel bounds), not to B's next
+    // request, which then costs a database lookup like any uncached key. B only learns of it by
+    // the credential channel: its entry would otherwise live TTL_MS more. B is watched while A works.
+    const hash = hashApiKey(victim.key);
+    const started = performance.now();
+    const dropped = waitFor(() => (b.cache.get(hash) === undefined ? performance.now() : false), {
+      what: "replica B to drop the revoked key",
+      timeoutMs: 5_000,
+      intervalMs: 1,
+    });
     const revoked = await a.app.request(`/api/keys/${victim.apiKey.id}`, {
       method: "DELETE",
       headers: { authorization: `Bearer ${ownerKey}` },
     });
     expect(revoked.status).toBe(200);
-    const answered = performance.now();
-    // B only learns of it by the credential channel: its entry would otherwise live TTL_MS more.
-    // Timed on B's cache dropping it (what the channel bounds), not on B's next request, which then
-    // costs a database lookup like any uncached key.
-    const hash = hashApiKey(victim.key);
-    await waitFor(() => b.cache.get(hash) === undefined, {
-      what: "replica B to drop the revoked key",
-      timeoutMs: 5_000,
-      intervalMs: 1,
-    });
-    expect(performance.now() - answered).toBeLessThan(INVALIDATION_BOUND_MS);
+    const tookMs = (await dropped) - started;
+    console.log(`key revocation reached replica B's cache ${tookMs.toFixed(1)} ms after the request began`);
+    // The bound, on this machine (TERN_TEST_TIME_SCALE: a loaded one answers the request itself later).
+    expect(tookMs).toBeLessThan(scaled(INVALIDATION_BOUND_MS));
     expect((await b.get(victim.key)).status).toBe(401);
     // The revoking replica refuses it too.
     expect((await a.get(victim.key)).status).toBe(401);

@@ -43,9 +43,13 @@ export const operationsOf = (doc: OpenApiDocument): Operation[] =>
       })),
   );
 
+/** A lone surrogate (which no URL can carry: encodeURIComponent throws) as U+FFFD, as URLSearchParams does. */
+const wellFormed = (s: string) =>
+  s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+
 /** The path with each `{param}` replaced, values URL-encoded. */
 export const fillPath = (template: string, values: Record<string, string>): string =>
-  template.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(values[name] ?? "x"));
+  template.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(wellFormed(values[name] ?? "x")));
 
 const resolve = (doc: OpenApiDocument, s: Schema): Schema => {
   const ref = s.$ref;

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { newId, parseId, toHexId } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
 import {
+  createConversationFixture,
   type GitServer,
   prepareTestSandboxes,
   removeSandboxesOfNamespace,
@@ -25,6 +26,11 @@ import { startTestApi, type TestApi } from "./harness.ts";
  * AppConversation, AppConversationStartTask, AppSendMessageRequest/Response, the search and count
  * parameters, the events batch get, pending messages): shapes, defaults and error codes, end to
  * end against a real worker process, real sandboxes, a git server and the scripted LLM.
+ *
+ * Each test sets up what it needs, so a test run alone (-t) or retried means the same: the
+ * conversations several tests read are made once, by whichever test needs one first (`lazily`),
+ * and the scripted LLM answers each conversation from its own replies, keyed by its first message
+ * (`pushFor`), whatever else runs.
  */
 let api: TestApi;
 let llm: ScriptedLlmServer;
@@ -180,11 +186,21 @@ const allEvents = async (id: string): Promise<EventItem[]> => {
   return items;
 };
 
-/** Waits until the scripted replies are used up and the run that used them ended. */
-const settle = async (id: string): Promise<Conversation> => {
+/** Made once, when a test first needs it; made again if that failed. */
+const lazily = <T>(make: () => Promise<T>): (() => Promise<T>) => {
+  let made: Promise<T> | undefined;
+  return () =>
+    (made ??= make().catch((err: unknown) => {
+      made = undefined;
+      throw err;
+    }));
+};
+
+/** Waits until the replies scripted for `llmKey` are used up and the run that used them ended. */
+const settle = async (id: string, llmKey: string): Promise<Conversation> => {
   await waitFor(
     async () => {
-      if (llm.remaining() > 0) return false;
+      if (llm.remainingFor(llmKey) > 0) return false;
       const last = (await allEvents(id)).at(-1);
       return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
     },
@@ -216,19 +232,25 @@ const everyItem = async <T>(path: string, limit: number): Promise<T[]> => {
   return out;
 };
 
-describe("the docs' Complete Polling Example, unchanged", () => {
-  let polled: { task: StartTask; id: string };
+const README_ASK = "Check the README and summarise it.";
+/** The docs' example, started and finished: what the polling tests read. */
+const polledConversation = lazily(async () => {
+  llm.pushFor(
+    README_ASK,
+    { toolCalls: [{ name: "terminal", arguments: { command: "cat README.md" } }] },
+    { text: "The repository has a README." },
+  );
+  // Exactly the docs' body: no `role`, no `run`.
+  const started = await start({
+    initial_message: { content: [{ type: "text", text: README_ASK }] },
+    selected_repository: "yourusername/your-repo",
+  });
+  return { ...started, done: await waitForTerminal(started.id) };
+});
 
+describe("the docs' Complete Polling Example, unchanged", () => {
   it("starts without role or run, reaches READY, and its agent finishes", async () => {
-    llm.push(
-      { toolCalls: [{ name: "terminal", arguments: { command: "cat README.md" } }] },
-      { text: "The repository has a README." },
-    );
-    // Exactly the docs' body: no `role`, no `run`.
-    polled = await start({
-      initial_message: { content: [{ type: "text", text: "Check the README and summarise it." }] },
-      selected_repository: "yourusername/your-repo",
-    });
+    const polled = await polledConversation();
     expect(polled.task).toMatchObject({
       id: expect.stringMatching(/^[0-9a-f]{32}$/),
       created_by_user_id: toHexId(userId),
@@ -240,7 +262,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
         selected_repository: "yourusername/your-repo",
       },
     });
-    const done = await waitForTerminal(polled.id);
+    const { done } = polled;
     expect(done.execution_status).toBe("finished");
     expect(done).toMatchObject({
       id: polled.id,
@@ -261,6 +283,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
   });
 
   it("downloads a zip holding the record and every event; a start task's id is 404", async () => {
+    const polled = await polledConversation();
     const res = await api.call(`/api/v1/app-conversations/${polled.id}/download`, { key });
     expect(res.status).toBe(200);
     const files = unzipSync(new Uint8Array(await res.arrayBuffer()));
@@ -274,6 +297,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
   });
 
   it("GET /conversation/{id}/events?id= answers in the order asked, null for misses", async () => {
+    const polled = await polledConversation();
     const events = await allEvents(polled.id);
     const [a, b] = [events[2]!, events[0]!];
     const asked = [a.id, "not-an-id", b.id.replaceAll("-", ""), randomUUID()];
@@ -286,7 +310,8 @@ describe("the docs' Complete Polling Example, unchanged", () => {
   });
 
   it("send-message without run runs the agent; run: false only stores", async () => {
-    llm.push({ text: "Second answer." });
+    const polled = await polledConversation();
+    llm.pushFor(README_ASK, { text: "Second answer." });
     const answer = await json<{ success: boolean; sandbox_status: string; message: string | null }>(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
@@ -295,10 +320,10 @@ describe("the docs' Complete Polling Example, unchanged", () => {
       }),
     );
     expect(answer).toEqual({ success: true, sandbox_status: "RUNNING", message: expect.any(String) });
-    expect((await settle(polled.id)).execution_status).toBe("finished");
-    expect(JSON.stringify(llm.requests.at(-1)?.body)).toContain("And now?");
+    expect((await settle(polled.id, README_ASK)).execution_status).toBe("finished");
+    expect(JSON.stringify(llm.requestsFor(README_ASK).at(-1)?.body)).toContain("And now?");
 
-    const asked = llm.requests.length;
+    const asked = llm.requestsFor(README_ASK).length;
     await json(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
@@ -307,10 +332,11 @@ describe("the docs' Complete Polling Example, unchanged", () => {
       }),
     );
     expect(userTexts(await allEvents(polled.id)).at(-1)).toBe("Quiet.");
-    expect(llm.requests.length).toBe(asked);
+    expect(llm.requestsFor(README_ASK).length).toBe(asked);
   });
 
   it("send-message: 404 for another user's, 422 naming the field", async () => {
+    const polled = await polledConversation();
     const other = await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
       method: "POST",
       key: otherKey,
@@ -330,35 +356,41 @@ describe("the docs' Complete Polling Example, unchanged", () => {
   });
 });
 
+const CAT_ASK = "What is in the picture?";
+const catConversationId = randomUUID();
+/** A start with every V1 field, settled: the start-field tests and the searches read it. */
+const catConversation = lazily(async () => {
+  llm.pushFor(CAT_ASK, { text: "Looked at the cat." });
+  const body = {
+    conversation_id: catConversationId,
+    initial_message: {
+      role: "user",
+      content: [
+        { type: "text", text: CAT_ASK, cache_prompt: false },
+        { type: "image", image_urls: ["https://images.example.test/cat.png"] },
+      ],
+      run: false,
+    },
+    system_message_suffix: "Answer in haiku.",
+    llm_model: "scripted-model",
+    title: "Cat question",
+    trigger: "openhands_api",
+    pr_number: [7, 12],
+    agent_type: "plan",
+    public: true,
+    sandbox_id: null,
+    processors: [{ kind: "unknown" }],
+    some_future_field: { x: 1 },
+  };
+  const started = await start(body);
+  return { ...started, done: await settle(started.id, CAT_ASK) };
+});
+
 describe("every V1 start field", () => {
-  let parentId: string;
-  let childId: string;
-  const conversationId = randomUUID();
+  const conversationId = catConversationId;
 
   it("is accepted, echoed in `request`, and does what OpenHands does; unknown fields are ignored", async () => {
-    llm.push({ text: "Looked at the cat." });
-    const body = {
-      conversation_id: conversationId,
-      initial_message: {
-        role: "user",
-        content: [
-          { type: "text", text: "What is in the picture?", cache_prompt: false },
-          { type: "image", image_urls: ["https://images.example.test/cat.png"] },
-        ],
-        run: false,
-      },
-      system_message_suffix: "Answer in haiku.",
-      llm_model: "scripted-model",
-      title: "Cat question",
-      trigger: "openhands_api",
-      pr_number: [7, 12],
-      agent_type: "plan",
-      public: true,
-      sandbox_id: null,
-      processors: [{ kind: "unknown" }],
-      some_future_field: { x: 1 },
-    };
-    const { task, id } = await start(body);
+    const { task, id, done } = await catConversation();
     expect(id).toBe(toHexId(conversationId));
     expect(task.request).not.toHaveProperty("some_future_field");
     expect(task.request).not.toHaveProperty("processors");
@@ -373,7 +405,6 @@ describe("every V1 start field", () => {
       llm_model: "scripted-model",
     });
     // The initial message ran although run was false, and the image reached the model as an image part.
-    const done = await settle(id);
     expect(done).toMatchObject({
       title: "Cat question",
       trigger: "openhands_api",
@@ -382,7 +413,7 @@ describe("every V1 start field", () => {
       public: true,
       llm_model: "scripted-model",
     });
-    const sent = llm.requests.at(-1)?.body as { messages: { role: string; content: unknown }[] };
+    const sent = llm.requestsFor(CAT_ASK).at(-1)?.body as { messages: { role: string; content: unknown }[] };
     const user = sent.messages.find((m) => m.role === "user");
     expect(user?.content).toEqual([
       { type: "text", text: expect.stringContaining("What is in the picture?") },
@@ -391,10 +422,10 @@ describe("every V1 start field", () => {
     const system = sent.messages.find((m) => m.role === "system");
     expect(JSON.stringify(system?.content)).toContain("Answer in haiku.");
     expect(JSON.stringify(system?.content)).toContain("planning mode");
-    parentId = id;
   });
 
   it("a taken conversation_id is 409", async () => {
+    await catConversation();
     const res = await api.call("/api/v1/app-conversations", {
       method: "POST",
       key,
@@ -404,6 +435,7 @@ describe("every V1 start field", () => {
   });
 
   it("parent_conversation_id: the child inherits, the parent lists it, searches leave it out unless asked", async () => {
+    const parentId = (await catConversation()).id;
     expect(
       (
         await api.call("/api/v1/app-conversations", {
@@ -413,10 +445,10 @@ describe("every V1 start field", () => {
         })
       ).status,
     ).toBe(404);
-    llm.push({ text: "Child done." });
+    llm.pushFor("Child task", { text: "Child done." });
     const child = await start({ parent_conversation_id: parentId, initial_message: { content: text("Child task") } });
-    childId = child.id;
-    await settle(childId);
+    const childId = child.id;
+    await settle(childId, "Child task");
     // Kept as a dashed uuid (OpenHands serializes the request's plain UUIDs so); the model is the parent's.
     expect(child.task.request).toMatchObject({
       parent_conversation_id: parseId(parentId),
@@ -424,7 +456,8 @@ describe("every V1 start field", () => {
     });
     const c = await conversation(childId);
     expect(c.parent_conversation_id).toBe(parentId);
-    expect((await conversation(parentId)).sub_conversation_ids).toEqual([childId]);
+    // A retry of this test adds a child of its own: the parent lists every one.
+    expect((await conversation(parentId)).sub_conversation_ids).toContain(childId);
     const plain = await everyItem<Conversation>("/api/v1/app-conversations/search", 100);
     expect(plain.map((x) => x.id)).not.toContain(childId);
     const all = await everyItem<Conversation>("/api/v1/app-conversations/search?include_sub_conversations=true", 100);
@@ -459,6 +492,9 @@ describe("every V1 start field", () => {
 
 describe("searches, counts and PATCH", () => {
   it("app-conversations search filters and sort orders; counts equal the searches' totals", async () => {
+    // At least two conversations, one of them the cat question.
+    await polledConversation();
+    await catConversation();
     const every = await everyItem<Conversation>("/api/v1/app-conversations/search", 1);
     expect(every.length).toBeGreaterThanOrEqual(2);
     expect(await json<number>(await api.call("/api/v1/app-conversations/count", { key }))).toBe(every.length);
@@ -516,6 +552,8 @@ describe("searches, counts and PATCH", () => {
   });
 
   it("start-tasks search filters and sort orders; count equals the search's total", async () => {
+    // At least one READY task.
+    await polledConversation();
     const every = await everyItem<StartTask>("/api/v1/app-conversations/start-tasks/search", 1);
     expect(await json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key }))).toBe(
       every.length,
@@ -550,12 +588,15 @@ describe("searches, counts and PATCH", () => {
   });
 
   it("PATCH changes only the fields given; validates them; another user's is 404", async () => {
-    const [target] = await everyItem<Conversation>("/api/v1/app-conversations/search?title__contains=Cat", 5);
-    const id = target!.id;
+    // A conversation of its own (of a user of its own): no other test reads what this one changes.
+    const owner = await api.newUser();
+    const made = await createConversationFixture(api.database.db, { userId: owner.userId, title: "Patch target" });
+    const id = toHexId(made.conversationId);
+    const target = await conversation(id, owner.key);
     const patched = await json<Conversation>(
       await api.call(`/api/v1/app-conversations/${id}`, {
         method: "PATCH",
-        key,
+        key: owner.key,
         json: { title: "Renamed", public: false, selected_repository: "acme/other", selected_branch: "dev" },
       }),
     );
@@ -565,9 +606,10 @@ describe("searches, counts and PATCH", () => {
       public: false,
       selected_repository: "acme/other",
       selected_branch: "dev",
-      trigger: "openhands_api",
+      trigger: target.trigger,
+      agent_type: target.agent_type,
     });
-    expect(patched.updated_at > target!.updated_at).toBe(true);
+    expect(patched.updated_at > target.updated_at).toBe(true);
     const bad: [unknown, RegExp][] = [
       [{ selected_repository: "no-slash" }, /^selected_repository:/],
       [{ selected_repository: null }, /^selected_branch:/],
@@ -577,7 +619,7 @@ describe("searches, counts and PATCH", () => {
     ];
     for (const [body, field] of bad) {
       const res = await json<{ error: { message: string } }>(
-        await api.call(`/api/v1/app-conversations/${id}`, { method: "PATCH", key, json: body }),
+        await api.call(`/api/v1/app-conversations/${id}`, { method: "PATCH", key: owner.key, json: body }),
         422,
       );
       expect(res.error.message).toMatch(field);
@@ -585,7 +627,7 @@ describe("searches, counts and PATCH", () => {
     const cleared = await json<Conversation>(
       await api.call(`/api/v1/app-conversations/${id}`, {
         method: "PATCH",
-        key,
+        key: owner.key,
         json: { selected_repository: null, selected_branch: null, git_provider: null },
       }),
     );
@@ -599,7 +641,7 @@ describe("searches, counts and PATCH", () => {
 
 describe("stream-start and pending messages", () => {
   it("stream-start streams one snapshot per stage, WORKING to READY, as one JSON array", async () => {
-    llm.push({ text: "Streamed." });
+    llm.pushFor("Hello from the stream", { text: "Streamed." });
     const res = await api.call("/api/v1/app-conversations/stream-start", {
       method: "POST",
       key,
@@ -626,16 +668,17 @@ describe("stream-start and pending messages", () => {
     );
     expect(new Set(snapshots.map((s) => s.id)).size).toBe(1);
     const id = snapshots.at(-1)!.app_conversation_id!;
-    expect((await settle(id)).execution_status).toBe("finished");
+    expect((await settle(id, "Hello from the stream")).execution_status).toBe("finished");
   });
 
   it("messages sent to task-{id} before READY are delivered in order once READY, and answered", async () => {
-    llm.push({ text: "Initial answered." }, { text: "Pending answered." });
+    const initial = "Initial, with pending ones queued";
+    llm.pushFor(initial, { text: "Initial answered." }, { text: "Pending answered." });
     const task = await json<StartTask>(
       await api.call("/api/v1/app-conversations", {
         method: "POST",
         key,
-        json: { initial_message: { content: text("Initial") } },
+        json: { initial_message: { content: text(initial) } },
       }),
     );
     const queued = [];
@@ -671,13 +714,12 @@ describe("stream-start and pending messages", () => {
     // the model ends up asked with the pending ones, and the conversation finishes.
     await waitFor(
       async () =>
-        JSON.stringify(llm.requests.at(-1)?.body ?? "").includes("third pending") &&
+        JSON.stringify(llm.requestsFor(initial).at(-1)?.body ?? "").includes("third pending") &&
         (await conversation(id)).execution_status === "finished",
       { what: "the pending messages to be answered", timeoutMs: 45_000, detail: () => worker.output().slice(-3000) },
     );
-    llm.clear();
     const texts = userTexts(await allEvents(id));
-    expect(texts).toEqual(["Initial", "first pending", "second pending", "third pending"]);
+    expect(texts).toEqual([initial, "first pending", "second pending", "third pending"]);
   });
 
   it("accepts at most 10 queued messages per task (429 beyond); unknown tasks are 404", async () => {
@@ -740,7 +782,8 @@ describe("pause and resume through the V1 routes", () => {
     const llmAsked = new Promise<void>((r) => {
       asked = r;
     });
-    llm.push(
+    llm.pushFor(
+      "Say it.",
       {
         toolCalls: [{ name: "terminal", arguments: { command: "echo resumed-ok" } }],
         before: async () => {
@@ -804,7 +847,7 @@ describe("image blocks reach an Anthropic model too", () => {
       },
       { timeoutMs: 90_000 },
     );
-    llm.push({ text: "Two pictures." });
+    llm.pushFor("Compare them.", { text: "Two pictures." });
     const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
     const { id } = await start({
       initial_message: {
@@ -814,8 +857,8 @@ describe("image blocks reach an Anthropic model too", () => {
         ],
       },
     });
-    await settle(id);
-    const last = llm.requests.at(-1)!;
+    await settle(id, "Compare them.");
+    const last = llm.requestsFor("Compare them.").at(-1)!;
     expect(last.provider).toBe("anthropic");
     const user = (last.body.messages as { role: string; content: unknown[] }[]).find((m) => m.role === "user");
     expect(user?.content).toEqual([

@@ -1,4 +1,5 @@
 import { toHexId } from "@tern/core";
+import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { createConversationFixture, seedEvents } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
@@ -12,10 +13,14 @@ import {
 } from "./openapi-operations.ts";
 
 /**
- * The cross-tenant matrix: every operation of the API's own OpenAPI document (so a route added
- * later is in it without a change here), asked by Bob with each of Alice's ids. An operation
- * that takes an id answers 404 (a batch answers null), and no answer to Bob ever carries
- * anything of Alice's: her ids, titles, keys.
+ * The cross-tenant matrix: every operation of the API's own OpenAPI document, asked by Bob with each
+ * of Alice's ids. An operation that takes an id answers 404 (a batch answers null), and no answer to
+ * Bob ever carries anything of Alice's: her ids, titles, keys.
+ *
+ * Its positive control: every operation that takes an id is listed in OWNER_CALLS, with the ids of
+ * Alice's that fill it and what Alice herself gets (never a 404); the same call is asked by Bob
+ * (404) and then by Alice. A route answering 404 to everyone fails, and so does a route with an id
+ * that is not listed here: a new one must say what its owner gets.
  */
 
 let api: TestApi;
@@ -29,6 +34,169 @@ const secrets: string[] = [];
 
 const ID_QUERY = /^ids?$/;
 const isIdParam = (name: string) => name === "id" || name.endsWith("_id");
+
+type Ids = Record<string, string | string[]>;
+
+/** Makes a thing of Alice's that a call may destroy or change, so the others keep theirs. */
+const fresh = {
+  async conversation() {
+    const c = await createConversationFixture(api.database.db, { userId: alice.userId, title: "alice-secret-fresh" });
+    secrets.push(toHexId(c.conversationId), c.conversationId, c.sessionApiKey);
+    return toHexId(c.conversationId);
+  },
+  async key() {
+    const made = await api.call("/api/keys", { key: alice.key, method: "POST", json: { name: "alice-secret-fresh" } });
+    expect(made.status).toBe(201);
+    const k = (await made.json()) as { id: string; key: string };
+    secrets.push(k.id, k.key);
+    return k.id;
+  },
+  async webhook() {
+    const made = await api.call("/api/v1/webhooks", {
+      key: alice.key,
+      method: "POST",
+      json: { url: "https://93.184.216.34/alice-secret-hook", events: ["conversation.event"] },
+    });
+    expect(made.status).toBe(201);
+    const w = (await made.json()) as { id: string; secret: string };
+    secrets.push(w.id, w.secret);
+    return w.id;
+  },
+  async gitProvider() {
+    const made = await api.call("/api/v1/git/providers", {
+      key: alice.key,
+      method: "POST",
+      json: { provider: "gitlab", token: "alice-secret-git-token", host: "gitlab.example.com" },
+    });
+    expect(made.status).toBe(201);
+    const g = (await made.json()) as { id: string };
+    secrets.push(g.id, "alice-secret-git-token");
+    return g.id;
+  },
+  /** A sandbox of Alice's whose start failed and left it STARTING: the sandbox commands refuse it (409), as hers. */
+  async sandbox() {
+    const task = await startTasksRepository(api.database.db).create(alice.userId, {});
+    const row = await sandboxesRepository(api.database.db).upsert({
+      name: `tern-test-tenancy-${task.id}`,
+      image: "tern-sandbox:latest",
+      startTaskId: task.id,
+      status: "STARTING",
+    });
+    await startTasksRepository(api.database.db).markError(task.id, "test fixture");
+    secrets.push(toHexId(row.id), row.id, toHexId(task.id), task.id);
+    return toHexId(row.id);
+  },
+};
+
+interface OwnerCall {
+  /** Alice's ids for the call's id slots. */
+  ids: () => Ids | Promise<Ids>;
+  /** What Alice gets: never 404. A batch's answer has no null in it. */
+  status: number;
+}
+
+/**
+ * Every operation with an id (in the path, or `id`/`ids` in the query) of the OpenAPI document, and
+ * what its owner gets. A fixture conversation has no sandbox: the calls that need one answer as for
+ * a conversation of yours whose sandbox is gone (410). This API has no stream hub: a stream answers
+ * its owner 503, after the ownership check (a stranger gets 404 first). A sandbox whose start is
+ * still going on refuses commands (409).
+ */
+const OWNER_CALLS: Record<string, OwnerCall> = {
+  "DELETE /api/keys/{id}": { ids: async () => ({ id: await fresh.key() }), status: 200 },
+  "GET /api/v1/app-conversations": { ids: () => ({ ids: [aliceIds.conversation!] }), status: 200 },
+  "GET /api/v1/app-conversations/start-tasks": {
+    ids: () => ({ ids: [aliceIds.fixtureTask!, aliceIds.startedTask!] }),
+    status: 200,
+  },
+  "GET /api/v1/app-conversations/{conversation_id}/file": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 410,
+  },
+  "GET /api/v1/app-conversations/{conversation_id}/skills": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 200,
+  },
+  "GET /api/v1/app-conversations/{conversation_id}/hooks": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 200,
+  },
+  "GET /api/v1/app-conversations/{conversation_id}/download": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 200,
+  },
+  "GET /api/v1/app-conversations/{conversation_id}/diff": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 410,
+  },
+  "GET /api/v1/app-conversations/{conversation_id}/workspace.tar.gz": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 410,
+  },
+  "PATCH /api/v1/app-conversations/{conversation_id}": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
+  "DELETE /api/v1/app-conversations/{conversation_id}": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
+  "POST /api/v1/app-conversations/{conversation_id}/send-message": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 410,
+  },
+  "GET /api/v1/conversation/{conversation_id}/events/search": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 200,
+  },
+  "GET /api/v1/conversation/{conversation_id}/events/count": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 200,
+  },
+  "GET /api/v1/conversation/{conversation_id}/events": {
+    ids: () => ({ conversation_id: aliceIds.conversation!, id: [aliceIds.event!] }),
+    status: 200,
+  },
+  "POST /api/v1/conversation/{conversation_id}/events": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
+  "GET /api/v1/conversation/{conversation_id}/events/stream": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 503,
+  },
+  "GET /api/v1/app-conversations/start-tasks/{task_id}/stream": {
+    ids: () => ({ task_id: aliceIds.fixtureTask! }),
+    status: 503,
+  },
+  "POST /api/v1/conversation/{conversation_id}/pause": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
+  "POST /api/v1/conversation/{conversation_id}/run": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 409,
+  },
+  "POST /api/v1/conversations/{conversation_id}/pending-messages": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 409,
+  },
+  "GET /api/v1/sandboxes": { ids: async () => ({ id: [await fresh.sandbox()] }), status: 200 },
+  "POST /api/v1/sandboxes/{id}/pause": { ids: async () => ({ id: await fresh.sandbox() }), status: 409 },
+  "POST /api/v1/sandboxes/{id}/resume": { ids: async () => ({ id: await fresh.sandbox() }), status: 409 },
+  "DELETE /api/v1/sandboxes/{id}": { ids: async () => ({ id: await fresh.sandbox() }), status: 409 },
+  "DELETE /api/v1/webhooks/{id}": { ids: async () => ({ id: await fresh.webhook() }), status: 200 },
+  "GET /api/v1/webhooks/{id}/deliveries": { ids: () => ({ id: aliceIds.webhook! }), status: 200 },
+  "DELETE /api/v1/git/providers/{id}": { ids: async () => ({ id: await fresh.gitProvider() }), status: 200 },
+};
+
+/** Operations with an id that names nothing a user owns: every user gets the same answer. */
+const SHARED_IDS: Record<string, string> = {
+  "GET /api/v1/sandbox-specs": "a sandbox spec is an image the deployment offers to everyone",
+};
+
+const idSlotsOf = (op: Operation) =>
+  op.parameters.filter((p) => (p.in === "path" && isIdParam(p.name)) || (p.in === "query" && ID_QUERY.test(p.name)));
 
 beforeAll(async () => {
   api = await startTestApi();
@@ -60,7 +228,14 @@ beforeAll(async () => {
   expect(hooked.status).toBe(201);
   const webhook = (await hooked.json()) as { id: string; secret: string };
 
+  const events = await api.call(`/api/v1/conversation/${toHexId(conversation.conversationId)}/events/search`, {
+    key: alice.key,
+  });
+  expect(events.status).toBe(200);
+  const [event] = ((await events.json()) as { items: { id: string }[] }).items;
+
   Object.assign(aliceIds, {
+    event: event!.id,
     conversation: toHexId(conversation.conversationId),
     fixtureTask: toHexId(conversation.taskId),
     startedTask: task.id,
@@ -94,8 +269,8 @@ interface Asked {
   text: string;
 }
 
-/** One request of Bob's: `ids` fills the id slots, every other parameter and the body get valid samples. */
-const askAsBob = async (op: Operation, ids: Record<string, string | string[]>): Promise<Response> => {
+/** One request of `who`'s: `ids` fills the id slots, every other parameter and the body get valid samples. */
+const ask = async (op: Operation, ids: Ids, who = bob): Promise<Response> => {
   const pathValues: Record<string, string> = {};
   const query = new URLSearchParams();
   for (const p of op.parameters) {
@@ -106,7 +281,7 @@ const askAsBob = async (op: Operation, ids: Record<string, string | string[]>): 
   }
   const qs = query.size > 0 ? `?${query}` : "";
   return api.call(`${fillPath(op.path, pathValues)}${qs}`, {
-    key: bob.key,
+    key: who.key,
     method: op.method,
     ...(op.body ? { json: sampleOf(doc, op.body) } : {}),
   });
@@ -118,18 +293,64 @@ const noSecretIn = (a: Asked) => {
   }
 };
 
+/** The status only: a stream is cancelled at once (it would go on until its conversation ends). */
+const statusOf = async (op: Operation, res: Response) => {
+  const text = op.path.endsWith("/stream") && res.status === 200 ? "" : await answerText(op, res);
+  await res.body?.cancel().catch(() => undefined);
+  return { status: res.status, text };
+};
+
 describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
+  it("lists every operation with an id, and each listed one is in the document", () => {
+    const withIds = operationsOf(doc)
+      .filter((op) => idSlotsOf(op).length > 0)
+      .map((op) => `${op.method} ${op.path}`);
+    expect(
+      withIds.filter((r) => !(r in OWNER_CALLS) && !(r in SHARED_IDS)),
+      "routes with an id, not listed",
+    ).toEqual([]);
+    expect(
+      [...Object.keys(OWNER_CALLS), ...Object.keys(SHARED_IDS)].filter((r) => !withIds.includes(r)),
+      "listed, but not in the document",
+    ).toEqual([]);
+    console.log(`tenancy matrix covers ${withIds.length} operations with an id:\n  ${withIds.join("\n  ")}`);
+  });
+
+  it("for each operation with an id: Bob gets 404 (a batch: nulls) and Alice, the owner, gets what she asked for", async () => {
+    const failures: string[] = [];
+    for (const op of operationsOf(doc).filter((o) => `${o.method} ${o.path}` in OWNER_CALLS)) {
+      const route = `${op.method} ${op.path}`;
+      const call = OWNER_CALLS[route]!;
+      const ids = await call.ids();
+      const pathIds = idSlotsOf(op).some((p) => p.in === "path");
+      const batch = idSlotsOf(op).some((p) => p.in === "query");
+      // Bob first: a call that destroys what it names must find it still there for Alice.
+      const asBob = await statusOf(op, await ask(op, ids, bob));
+      noSecretIn({ op, slot: Object.keys(ids).join(","), id: JSON.stringify(ids), ...asBob });
+      if (pathIds) {
+        if (asBob.status !== 404) failures.push(`${route} answered Bob ${asBob.status}: ${asBob.text.slice(0, 200)}`);
+      } else if (asBob.status !== 200 || !(JSON.parse(asBob.text) as unknown[]).every((x) => x === null)) {
+        failures.push(`${route} answered Bob ${asBob.status} ${asBob.text.slice(0, 200)}, not nulls`);
+      }
+      const asAlice = await statusOf(op, await ask(op, ids, alice));
+      if (asAlice.status !== call.status) {
+        failures.push(`${route} answered Alice ${asAlice.status}, not ${call.status}: ${asAlice.text.slice(0, 200)}`);
+      } else if (batch && (JSON.parse(asAlice.text) as unknown[]).some((x) => x === null)) {
+        failures.push(`${route} answered Alice's own batch with a null: ${asAlice.text.slice(0, 200)}`);
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+
   it("answers Bob 404 or null for each of Alice's ids, and never anything of hers", async () => {
     const ops = operationsOf(doc);
     const covered = new Set<string>();
     const asked: Asked[] = [];
     for (const op of ops) {
-      const slots = op.parameters.filter(
-        (p) => (p.in === "path" && isIdParam(p.name)) || (p.in === "query" && ID_QUERY.test(p.name)),
-      );
+      const slots = idSlotsOf(op);
       if (slots.length === 0) {
         // Lists, searches, creations, health: Bob's own answer holds nothing of Alice's.
-        const res = await askAsBob(op, {});
+        const res = await ask(op, {});
         asked.push({ op, slot: "-", id: "-", status: res.status, text: await answerText(op, res) });
         continue;
       }
@@ -138,7 +359,7 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
         const tries: (string | string[])[] = [...Object.values(aliceIds), Object.values(aliceIds)];
         for (const id of tries) {
           if (slot.in === "path" && Array.isArray(id)) continue;
-          const res = await askAsBob(op, { [slot.name]: id });
+          const res = await ask(op, { [slot.name]: id });
           const text = await answerText(op, res);
           const a: Asked = { op, slot: slot.name, id: [id].flat().join(","), status: res.status, text };
           asked.push(a);
@@ -160,8 +381,11 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
       }
     }
     for (const a of asked) noSecretIn(a);
-    // Every route that takes an id is in the matrix; today's routes at least.
-    expect(covered.size).toBeGreaterThanOrEqual(8);
+    // Every route that takes an id is in the matrix, and the matrix knows what its owner gets.
+    expect(
+      [...covered].filter((r) => !(r in OWNER_CALLS) && !(r in SHARED_IDS)),
+      "routes with an id, not listed",
+    ).toEqual([]);
     console.log(
       `tenancy matrix: ${ops.length} operations asked, ${covered.size} with an id slot, ${asked.length} requests`,
     );

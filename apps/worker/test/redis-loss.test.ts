@@ -83,14 +83,20 @@ const expectAllReadyBy = async (ids: string[], deadline: number) => {
 };
 
 describe("Redis loses its data", () => {
-  let pooled: ServiceProcess;
-  let plain: ServiceProcess;
+  /**
+   * A worker with a pool and one without, started by whichever test needs them first (or again,
+   * after a test stopped them): each test sets up what it needs, alone (-t) or retried.
+   */
+  let pair: { pooled: ServiceProcess; plain: ServiceProcess } | undefined;
+  const workers = async () => {
+    pair ??= { pooled: await h.startWorker(env("rl-pooled", 2)), plain: await h.startWorker(env("rl-plain", 0)) };
+    return pair;
+  };
 
   it("while one worker is frozen: the other re-creates the lost jobs, and leaves the frozen worker's warm sandboxes alone", {
     timeout: scaled(120_000),
   }, async () => {
-    pooled = await h.startWorker(env("rl-pooled", 2));
-    plain = await h.startWorker(env("rl-plain", 0));
+    const { pooled, plain } = await workers();
     const warmBefore = (await waitForAgedPool("rl-pooled", 2)).map((c) => c.name).sort();
 
     freeze(pooled);
@@ -120,6 +126,7 @@ describe("Redis loses its data", () => {
   it("while every worker is frozen: once thawed, every task in flight ends READY within JANITOR_INTERVAL_MS + 10 s", {
     timeout: scaled(120_000),
   }, async () => {
+    const { pooled, plain } = await workers();
     await waitForAgedPool("rl-pooled", 2);
     freeze(pooled);
     freeze(plain);
@@ -136,6 +143,7 @@ describe("Redis loses its data", () => {
     // The janitor's schedule came back with the workers' timers: it sweeps on.
     const janitor = await h.watchJanitor();
     await janitor.after(1);
+    pair = undefined;
     expect(await pooled.stop()).toBe(0);
     expect(await plain.stop()).toBe(0);
   });

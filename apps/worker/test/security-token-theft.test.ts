@@ -99,23 +99,48 @@ afterAll(async () => {
   await h?.close();
 }, scaled(120_000));
 
-/** Everything a sandbox's own user can read that could hold the canary: files, and every process's environment and command line. */
+const SCAN_DONE = "scan complete";
+/**
+ * Everything a sandbox's own user can read that could hold the canary: files, and every process's
+ * environment and command line. It ends by saying so: a scan that broke off (a sandbox gone, an exec
+ * refused) fails the test instead of reading as "nothing found"; the positive controls below show it
+ * finds a canary where one is.
+ */
 const SCAN = `
 grep -rlIs -e "$1" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null
 for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do grep -lsa -e "$1" "$f"; done
 grep -rIs -e "$2" /workspace /home /tmp 2>/dev/null | head -n 3
-exit 0`;
+echo "${SCAN_DONE}"`;
 
 /** The canary as printf escapes: the scan's own command line must not hold it, or it finds itself. */
 const escaped = (text: string) => [...Buffer.from(text)].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("");
 
-const scanSandbox = async (name: string) => {
-  const [raw, basic] = canaryForms() as [string, string];
+/** What the scan found of `forms` (the raw canary and its Basic form), one line per place; "" for nothing. */
+const scanSandbox = async (name: string, forms = canaryForms()) => {
+  const [raw, basic] = forms as [string, string];
   const r = await h.execIn(
     name,
     `set -- "$(printf '%b' '${escaped(raw)}')" "$(printf '%b' '${escaped(basic)}')"\n${SCAN}`,
   );
-  return r.output.trim();
+  const output = r.output.trim();
+  expect({ exitCode: r.exitCode, ended: output.endsWith(SCAN_DONE) }, output).toEqual({ exitCode: 0, ended: true });
+  return output.slice(0, -SCAN_DONE.length).trim();
+};
+
+/**
+ * The positive controls: a canary of our own, planted in a file and in a process's environment as
+ * the sandbox's user (as the token would be, were it there). Returns the canary.
+ */
+const plantCanary = async (name: string, tag: string) => {
+  const canary = `tok_${tag}_${Math.random().toString(36).slice(2)}`;
+  const r = await h.execIn(
+    name,
+    `printf '%s\\n' '${canary}' > /tmp/${tag}-canary
+TERN_PLANTED='${canary}' setsid sleep 600 </dev/null >/dev/null 2>&1 &
+echo planted`,
+  );
+  expect(r.output.trim()).toBe("planted");
+  return canary;
 };
 
 describe("the git token never reaches a sandbox (issue 11, token theft)", () => {
@@ -129,6 +154,19 @@ describe("the git token never reaches a sandbox (issue 11, token theft)", () => 
     expect(first).toBeDefined();
     // While the watcher runs: nothing in the sandbox holds the token.
     expect(await scanSandbox(first!.name)).toBe("");
+    // The positive control: the watcher does find a credential in a file and in a process's
+    // environment, and the listener gets it.
+    const canary = await plantCanary(first!.name, "watcher");
+    await waitFor(
+      () =>
+        loot.some((l) => l.includes(`TERN_PLANTED=${canary}`)) &&
+        loot.some((l) => l.includes(canary) && !l.includes("TERN_PLANTED=")),
+      { what: "the watcher to send the planted canary, from the environment and from the file" },
+    );
+    // And the scan, run the same way, finds it too.
+    const found = await scanSandbox(first!.name, [canary, Buffer.from(`x-access-token:${canary}`).toString("base64")]);
+    expect(found).toContain("/tmp/watcher-canary");
+    expect(found).toMatch(/^\/proc\/\d+\/environ$/m);
 
     await a.kill();
     const b = await h.startWorker({ WORKER_ID: "theft-b" });
@@ -176,6 +214,14 @@ describe("the git token never reaches a sandbox (issue 11, token theft)", () => 
     const sandbox = (await h.sandboxes()).find((s) => s.labels[SandboxLabel.TaskId] === uuidOf(taskId));
     expect(sandbox).toBeDefined();
     expect(await scanSandbox(sandbox!.name)).toBe("");
+    // The positive control: the same scan finds a canary planted in a file and in a process's environment.
+    const canary = await plantCanary(sandbox!.name, "scan");
+    const found = await scanSandbox(sandbox!.name, [
+      canary,
+      Buffer.from(`x-access-token:${canary}`).toString("base64"),
+    ]);
+    expect(found).toContain("/tmp/scan-canary");
+    expect(found).toMatch(/^\/proc\/\d+\/environ$/m);
     const config = await h.execIn(
       sandbox!.name,
       "cd /workspace/plain && git config --list --local && stat -c '%u:%g' . .git README.md",

@@ -48,31 +48,21 @@ export interface History {
   messages: LlmMessage[];
 }
 
-/** Where the events handed to buildHistory skip some (a bounded read), and how many. */
-export interface HistoryGap {
-  /** The first event after the gap. */
-  beforeSeq: number;
-  omitted: number;
-}
-
-/** What the model reads in place of the events it is not shown. */
-export const condensationMarker = (omitted: number): string =>
-  `[${omitted} earlier event${omitted === 1 ? "" : "s"} of this conversation ${omitted === 1 ? "is" : "are"} not shown: the history given ` +
-  "to the model is bounded. Above is the first user message; below are the most recent events. If you need " +
-  "something from the omitted part, look at the workspace again or ask the user.]";
+/** What the model reads in place of the events a condensation forgot. */
+export const condensationSummaryText = (summary: string): string =>
+  `<CONVERSATION_SUMMARY>\nEarlier events of this conversation were condensed to make room; this summary takes their place.\n\n${summary}\n</CONVERSATION_SUMMARY>`;
 
 /**
  * The model's view of the conversation, rebuilt from the stored events alone. Calls of one LLM
  * response (same llm_response_id) form one assistant message; each gets its result (observation or
  * tool error). A user message that arrived while results were outstanding is given after them, as
- * the providers want results right after their calls. With a `gap` (a bounded read: the head, then
- * the latest events), a marker stands where events were left out, and a result whose call was
- * left out is dropped (providers refuse a result without its call).
+ * the providers want results right after their calls. Given a view with condensations (viewOf), a
+ * CondensationEvent is its summary, read as a user message; a result whose call was forgotten is
+ * dropped (providers refuse a result without its call).
  */
 export const buildHistory = (
   events: StoredEvent[],
   skills: Skill[],
-  gap?: HistoryGap,
   /** Where the conversation's workspace is: path rules match paths relative to it. */
   workspace?: { dir: string },
 ): History => {
@@ -89,7 +79,6 @@ export const buildHistory = (
   };
 
   const calls = new Set<string>();
-  let marked = false;
   const addCall = (responseId: string, call: ToolCall, thought: string) => {
     if (!openAssistant || openAssistant.id !== responseId) {
       openAssistant = { id: responseId, message: { role: "assistant", text: thought, toolCalls: [] } };
@@ -99,14 +88,13 @@ export const buildHistory = (
   };
 
   for (const e of events) {
-    if (gap && !marked && e.seq >= gap.beforeSeq) {
-      marked = true;
-      if (gap.omitted > 0) {
-        openAssistant = null;
-        messages.push({ role: "user", text: condensationMarker(gap.omitted) });
-      }
-    }
-    if (e.kind === "SystemPromptEvent") {
+    if (e.kind === "CondensationEvent") {
+      if (e.payload.summary === null) continue;
+      openAssistant = null;
+      const msg: LlmMessage = { role: "user", text: condensationSummaryText(e.payload.summary) };
+      if (outstanding.size) deferred.push(msg);
+      else messages.push(msg);
+    } else if (e.kind === "SystemPromptEvent") {
       system = e.payload.system_prompt.text;
     } else if (e.kind === "MessageEvent") {
       const text = textOf(e.payload.llm_message.content);

@@ -11,6 +11,7 @@ import {
   metrics,
   newEvent,
   newId,
+  type StoredEvent,
 } from "@tern/core";
 import {
   agentRunsRepository,
@@ -24,11 +25,24 @@ import {
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { Kysely } from "kysely";
 import type { z } from "zod";
+import { type CondenserSettings, condense, condenserLimits } from "./condenser/condense.ts";
+import { type CondensationReason, condensationReason } from "./condenser/plan.ts";
+import { estimateTokens } from "./condenser/tokens.ts";
+import { viewOf } from "./condenser/view.ts";
 import { buildHistory } from "./history.ts";
-import { costOf, type PriceTable, priceOf } from "./llm/prices.ts";
+import { type PriceTable, priceOf } from "./llm/prices.ts";
 import { chooseLlm, type LlmClientOptions, type LlmSettings, type UserLlmSettings } from "./llm/select.ts";
-import { type LlmClient, LlmError, type LlmResponse, type ToolCall } from "./llm/types.ts";
+import {
+  type LlmClient,
+  LlmContextLengthError,
+  LlmError,
+  type LlmRequest,
+  type LlmResponse,
+  type ToolCall,
+} from "./llm/types.ts";
+import { usageMetrics } from "./llm/usage-metrics.ts";
 import { analyzeRun } from "./run-state.ts";
+import { actionErrorNudge, defaultStuckThresholds, nudgeEvent, type StuckThresholds } from "./stuck-detector.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
@@ -53,17 +67,18 @@ export interface AgentRunContext {
 export interface AgentRunDeps {
   db: Kysely<Database>;
   sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect">;
-  settings: LlmSettings & {
-    MAX_ITERATIONS: number;
-    /** Events the model is shown at each step, besides the system prompt and first user message (default 120). */
-    AGENT_HISTORY_WINDOW?: number;
-    /** The run ends in error rather than take the conversation past this many events (0 or absent: no cap). */
-    MAX_EVENTS_PER_CONVERSATION?: number;
-    /** USD a conversation may spend on the LLM (absent: no cap unless the user set one). */
-    MAX_BUDGET_PER_TASK?: number | undefined;
-    /** Prices added to the built-in table (LLM_PRICES). */
-    LLM_PRICES?: PriceTable;
-  };
+  settings: LlmSettings &
+    CondenserSettings & {
+      MAX_ITERATIONS: number;
+      /** Talk-only responses in a row that make a monologue (stuck); 0: off (default 6). */
+      AGENT_STUCK_MONOLOGUE?: number;
+      /** The run ends in error rather than take the conversation past this many events (0 or absent: no cap). */
+      MAX_EVENTS_PER_CONVERSATION?: number;
+      /** USD a conversation may spend on the LLM (absent: no cap unless the user set one). */
+      MAX_BUDGET_PER_TASK?: number | undefined;
+      /** Prices added to the built-in table (LLM_PRICES). */
+      LLM_PRICES?: PriceTable;
+    };
   /** The user's secrets, LLM and limits for this run (the worker reads and opens them); none: no user part. */
   runContext?: (conversation: Conversation) => Promise<AgentRunContext>;
   /**
@@ -93,8 +108,6 @@ export type RunOutcome =
    * and the same run continues once the sandbox is resumed (ask again later).
    */
   | { outcome: "waiting"; reason: string };
-
-const DEFAULT_HISTORY_WINDOW = 120;
 
 const actionKinds: Record<ToolName, string> = {
   terminal: "TerminalAction",
@@ -234,8 +247,8 @@ const sandboxPaused: RunOutcome = { outcome: "waiting", reason: "the conversatio
 
 /**
  * One run of the agent on a conversation. Every decision is made from the stored events, re-read
- * at each step (a bounded read, whatever the conversation's length: the run's own events, the
- * latest AGENT_HISTORY_WINDOW, the system prompt and the first user message), so a worker that
+ * at each step (a bounded read, whatever the conversation's length: the latest condensation's kept
+ * tail and what came after, the system prompt and the first user message), so a worker that
  * picks the run up after another one died continues where it stopped: a call whose ActionEvent is stored but not its ObservationEvent is run through the
  * sandbox's run-once record (tools/run-once.ts), which returns the first execution's result.
  */
@@ -248,14 +261,13 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const conversation = await conversations.get(conversationId);
   if (!conversation) return { outcome: "skipped", reason: "no such conversation" };
 
-  const window = deps.settings.AGENT_HISTORY_WINDOW ?? DEFAULT_HISTORY_WINDOW;
   const maxEvents = deps.settings.MAX_EVENTS_PER_CONVERSATION || undefined;
 
   // Cheap check first: a run waiting for another one is asked again every second or so.
   const holder = await runs.activeRun(conversationId);
   if (holder && holder !== runId) return { outcome: "busy", activeRunId: holder };
   // A new run with nothing to answer writes nothing (e.g. a second /run after the agent finished).
-  if (holder !== runId && !analyzeRun((await events.readForAgent(conversationId, { window })).recent).needsAgent) {
+  if (holder !== runId && !analyzeRun((await events.readForAgent(conversationId)).recent).needsAgent) {
     return { outcome: "skipped", reason: "nothing to answer" };
   }
   // While the sandbox is paused a run waits, and does so before it takes (or takes again) the
@@ -280,8 +292,6 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     return { outcome: "ended", status };
   };
 
-  // Each step reads a bounded part of the history: the events since this run began (what the
-  // run-state analysis needs) or the last `window`, whichever reach further back, and the head.
   const maxIterations = () =>
     Math.min(deps.settings.MAX_ITERATIONS, context.maxIterations ?? deps.settings.MAX_ITERATIONS);
   const budget = () => context.maxBudgetPerTask ?? deps.settings.MAX_BUDGET_PER_TASK ?? null;
@@ -331,7 +341,35 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       await conversations.addMetrics(conversationId, {}, maxBudget ? { max_budget_per_task: maxBudget } : {})
     )?.accumulated_cost;
     if (maxBudget && !price) log.warn({ model: llm.model }, "no price for the model: its budget cannot be held");
-    const runStartSeq = await events.lastRunStartSeq(conversationId);
+    const runStartSeq = (await events.lastRunStartSeq(conversationId)) ?? 0;
+    const limits = condenserLimits(llm.model, deps.settings, deps.llmOptions?.maxTokens);
+    const stuckThresholds: StuckThresholds = {
+      ...defaultStuckThresholds,
+      monologue: deps.settings.AGENT_STUCK_MONOLOGUE ?? defaultStuckThresholds.monologue,
+    };
+    /**
+     * Condenses the view (condenser/): the summary's call and its CondensationEvent are one step,
+     * counted in the metrics and the budget like any other call. False when nothing can be forgotten.
+     */
+    const condenseView = async (view: StoredEvent[], reason: CondensationReason): Promise<boolean> => {
+      if (!limits) return false;
+      const began = performance.now();
+      let done: Awaited<ReturnType<typeof condense>>;
+      try {
+        done = await condense(llm, view, reason, limits);
+      } catch (err) {
+        // The summary's own request is too long even with its events cut short: no condensation.
+        if (err instanceof LlmContextLengthError) return false;
+        throw err;
+      }
+      if (!done) return false;
+      metrics.llmDuration.observe({ model: llm.model }, (performance.now() - began) / 1000);
+      log.info({ reason, forgotten: done.draft.payload.forgotten_event_ids.length }, "history condensed");
+      const usage = usageMetrics(llm, price, done.response.usage);
+      spent = (await runs.appendStep(lease, masked([done.draft]), { maxEvents, metrics: usage })).metrics
+        .accumulated_cost;
+      return true;
+    };
     for (;;) {
       // Paused between two steps: stop here, holding the conversation; resume continues this run.
       const sandbox = await sandboxOf(deps.db, conversation);
@@ -339,9 +377,14 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
         log.info("sandbox paused; the run waits for it");
         return sandboxPaused;
       }
-      const read = await events.readForAgent(conversationId, { window, sinceSeq: runStartSeq });
+      // A bounded read: what the model is shown (the head, the latest condensation's kept tail and
+      // what came after), and the run's length and pause counted by the database.
+      const read = await events.readForAgent(conversationId);
       const history = read.recent;
-      const state = analyzeRun(history);
+      const state = {
+        ...analyzeRun(history, stuckThresholds),
+        ...(await events.runProgress(conversationId, runStartSeq)),
+      };
 
       if (state.pending.length > 0) {
         const sandboxRef = sandbox.ref;
@@ -392,7 +435,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
 
       if (state.done) return await end("finished");
       if (state.pauseRequested) return await end("paused");
-      if (state.stuck) return await end("stuck", [agentError(state.stuck)]);
+      if (state.stuck) {
+        log.info({ pattern: state.stuck.pattern }, "agent stuck");
+        return await end("stuck", [agentError(`${state.stuck.message} (stuck pattern: ${state.stuck.pattern})`)]);
+      }
       if (state.iterations >= maxIterations()) {
         return await end("error", [
           agentError(
@@ -412,52 +458,71 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
 
       // The answer will be at least one more event: end now rather than spend an LLM call on it.
       if (maxEvents && (history.at(-1)?.seq ?? 0) >= maxEvents) throw new EventLimitError(maxEvents);
-      // The model's view: the head, a marker for what is left out, and the last `window` events.
-      const shown = history.slice(-window);
-      const firstShown = shown[0]?.seq ?? 1;
-      const { system, messages } = buildHistory(
-        [...read.head, ...shown],
-        conversation.skills,
-        { beforeSeq: firstShown, omitted: firstShown - 1 - read.head.length },
-        { dir: conversation.workspaceDir },
-      );
+      // The same action failed again and again: tell the model once before calling it stuck.
+      const nudge = actionErrorNudge(history, stuckThresholds);
+      if (nudge) {
+        await append([nudgeEvent(nudge)]);
+        continue;
+      }
+      // The model's view: the stored events with their condensations applied (condenser/view.ts).
+      const view = viewOf([...read.head, ...history]);
+      const { system, messages } = buildHistory(view, conversation.skills, { dir: conversation.workspaceDir });
+      const request: LlmRequest = {
+        system:
+          system ??
+          buildSystemPrompt({
+            workspaceDir: conversation.workspaceDir,
+            repository: conversation.selectedRepository,
+            skills: conversation.skills,
+            llmModel: conversation.llmModel,
+          }),
+        messages,
+        tools: toolDefinitions,
+        cacheKey: conversationId,
+      };
+      const llmFailed = (err: LlmError) => {
+        log.warn({ err, status: err.status }, "LLM call failed");
+        return end("error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);
+      };
+      const reason = limits ? condensationReason(view, estimateTokens(request), limits) : null;
+      try {
+        // Over the limits: condense first, then build the request again from the stored events.
+        if (reason && (await condenseView(view, reason))) continue;
+      } catch (err) {
+        if (err instanceof LlmError) return await llmFailed(err);
+        throw err;
+      }
       let response: LlmResponse;
       metrics.agentSteps.inc();
       const llmBegan = performance.now();
       try {
-        response = await llm.complete({
-          system:
-            system ??
-            buildSystemPrompt({
-              workspaceDir: conversation.workspaceDir,
-              repository: conversation.selectedRepository,
-              skills: conversation.skills,
-              llmModel: conversation.llmModel,
-            }),
-          messages,
-          tools: toolDefinitions,
-        });
+        response = await llm.complete(request);
       } catch (err) {
         if (!(err instanceof LlmError)) throw err;
-        log.warn({ err, status: err.status }, "LLM call failed");
-        return await end("error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);
+        // Too long for the provider: condense and try again, rather than end the run (a loop of
+        // these is the context-error stuck pattern).
+        if (err instanceof LlmContextLengthError && limits) {
+          log.warn({ err }, "LLM refused the request as too long; condensing");
+          try {
+            if (await condenseView(view, "context_error")) continue;
+          } catch (summaryErr) {
+            if (summaryErr instanceof LlmError) return await llmFailed(summaryErr);
+            throw summaryErr;
+          }
+          return await end("stuck", [
+            agentError(
+              "The agent is stuck in a context-error loop: the LLM refused the request as too long, and the " +
+                `history cannot be condensed further (${err.message}). (stuck pattern: context_error_loop)`,
+            ),
+          ]);
+        }
+        return await llmFailed(err);
       }
       const model = llm.model;
       metrics.llmDuration.observe({ model }, (performance.now() - llmBegan) / 1000);
       metrics.llmTokens.inc({ model, kind: "prompt" }, response.usage.promptTokens);
       metrics.llmTokens.inc({ model, kind: "completion" }, response.usage.completionTokens);
-      const usage = {
-        add: {
-          llm_calls: 1,
-          prompt_tokens: response.usage.promptTokens,
-          completion_tokens: response.usage.completionTokens,
-          total_tokens: response.usage.promptTokens + response.usage.completionTokens,
-          cache_read_tokens: response.usage.cacheReadTokens,
-          cache_write_tokens: response.usage.cacheWriteTokens,
-          accumulated_cost: price ? costOf(llm.provider, response.usage, price) : 0,
-        },
-        set: { per_turn_token: response.usage.promptTokens + response.usage.completionTokens },
-      };
+      const usage = usageMetrics(llm, price, response.usage);
       // Our own id, not the provider's: a provider may repeat ids, and the grouping must be exact.
       const responseId = randomUUID();
       // What the model had seen: a user message stored after this is still unanswered.

@@ -1,15 +1,6 @@
-import {
-  type ActionPayload,
-  type AgentTurn,
-  isToolCallError,
-  type ObservationPayload,
-  type StoredEvent,
-  type StoredEventOf,
-} from "@tern/core";
-import { isTurnEvent, textOf } from "./history.ts";
-
-/** How many identical steps in a row make a loop `stuck` (OpenHands' stuck detector counts alike). */
-export const stuckRepeats = { actionObservation: 4, toolError: 3 } as const;
+import type { ActionPayload, AgentTurn, StoredEvent, StoredEventOf } from "@tern/core";
+import { isTurnEvent } from "./history.ts";
+import { detectStuck, type Stuck, type StuckThresholds } from "./stuck-detector.ts";
 
 export interface PendingAction {
   event: StoredEventOf<"ActionEvent">;
@@ -25,7 +16,8 @@ export interface RunState {
   pauseRequested: boolean;
   /** LLM responses in this run (since its `running` state change). */
   iterations: number;
-  stuck: string | null;
+  /** The stuck pattern the last steps make, if any (stuck-detector.ts). */
+  stuck: Stuck | null;
   /** There is something for the agent to answer (a user message, a result, pending calls). */
   needsAgent: boolean;
 }
@@ -42,46 +34,8 @@ const isRunningChange = (e: StoredEvent) =>
 const turnOf = (e: StoredEvent): Partial<AgentTurn> =>
   e.kind === "MessageEvent" || e.kind === "ActionEvent" || e.kind === "AgentErrorEvent" ? e.payload : {};
 
-const canonical = (v: unknown): string =>
-  JSON.stringify(v, (_k, val) =>
-    val && typeof val === "object" && !Array.isArray(val)
-      ? Object.fromEntries(Object.entries(val).sort(([a], [b]) => a.localeCompare(b)))
-      : val,
-  );
-
-/**
- * Stuck: the last steps since the user last spoke are the same action with the same result
- * (or the same bad call with the same error), again and again.
- */
-const detectStuck = (events: StoredEvent[]): string | null => {
-  const sinceUser = events.slice(lastIndexOf(events, (e) => e.kind === "MessageEvent" && e.source === "user") + 1);
-  const observations = new Map<string, ObservationPayload>();
-  for (const e of sinceUser) if (e.kind === "ObservationEvent") observations.set(e.payload.action_id, e.payload);
-  const steps: string[] = [];
-  for (const e of sinceUser) {
-    if (e.kind === "ActionEvent") {
-      const a = e.payload;
-      const o = observations.get(e.id);
-      if (!o) continue;
-      steps.push(`action:${a.tool_name}:${canonical(a.action)}=>${textOf(o.observation.content)}`);
-    } else if (isToolCallError(e)) {
-      const t = e.payload;
-      steps.push(`error:${t.tool_name}:${t.tool_call.arguments}=>${t.error}`);
-    } else if (e.kind === "MessageEvent") {
-      steps.push(`message:${e.id}`);
-    }
-  }
-  const last = steps.at(-1);
-  if (!last) return null;
-  const need = last.startsWith("error:") ? stuckRepeats.toolError : stuckRepeats.actionObservation;
-  if (steps.length < need || !steps.slice(-need).every((s) => s === last)) return null;
-  return last.startsWith("error:")
-    ? `The agent made the same invalid tool call ${need} times in a row and got the same error; it is stuck.`
-    : `The agent repeated the same action ${need} times in a row with the same result; it is stuck.`;
-};
-
 /** Everything the loop decides on, read from the stored events alone (so any worker can continue). */
-export const analyzeRun = (events: StoredEvent[]): RunState => {
+export const analyzeRun = (events: StoredEvent[], stuckThresholds?: StuckThresholds): RunState => {
   const observed = new Set(events.filter((e) => e.kind === "ObservationEvent").map((e) => e.payload.action_id));
   const pending = events
     .filter((e) => e.kind === "ActionEvent")
@@ -120,7 +74,7 @@ export const analyzeRun = (events: StoredEvent[]): RunState => {
     done,
     pauseRequested,
     iterations: responses.size,
-    stuck: detectStuck(events),
+    stuck: detectStuck(events, stuckThresholds),
     needsAgent: !!lastTurn && !done,
   };
 };

@@ -85,9 +85,7 @@ describe("the history a run sends", () => {
       ...call("c2", "file_editor", { command: "view", path: "/workspace/w/server/app.js" }),
       ...call("c3", "file_editor", { command: "view", path: "server/other.js" }),
     ];
-    const tool = buildHistory(events, skills, undefined, { dir: "/workspace/w" }).messages.filter(
-      (m) => m.role === "tool",
-    );
+    const tool = buildHistory(events, skills, { dir: "/workspace/w" }).messages.filter((m) => m.role === "tool");
     expect(tool.map((m) => m.text.includes("SERVER-RULE"))).toEqual([false, true, false]);
   });
 });

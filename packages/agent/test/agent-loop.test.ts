@@ -224,7 +224,9 @@ describe.each<LlmProvider>(["openai", "anthropic"])("agent loop with %s", (provi
     expect(fx.llm.remaining()).toBe(1);
     const events = await fx.events(conversationId);
     expect(of(events, "ActionEvent")).toHaveLength(4);
-    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/same action 4 times/);
+    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(
+      /stuck pattern: repeated_action_observation/,
+    );
     expect(statusChanges(events)).toEqual(["running", "stuck"]);
     fx.llm.clear();
   });

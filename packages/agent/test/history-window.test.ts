@@ -1,16 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { type EventDraft, newEvent } from "@tern/core";
 import { eventsRepository } from "@tern/db";
+import type { RecordedRequest } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunDeps, runAgent } from "../src/loop.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
- * What the loop reads of a long conversation (issue 11): a bounded window of history, whatever the
- * conversation's length, with the run-state analysis still exact; and the cap on events per
- * conversation, which ends a run with an AgentErrorEvent.
+ * What the loop sends and reads of a long conversation (issues 11 and 19): a view condensed to a
+ * summary and the recent half, whatever the conversation's length, with the run-state analysis
+ * still exact; and the cap on events per conversation, which ends a run with an AgentErrorEvent.
  */
-const WINDOW = 20;
+const MAX_VIEW = 20;
 const MAX_EVENTS = 700;
 
 let fx: RunFixture;
@@ -23,16 +24,24 @@ afterAll(async () => {
   await fx?.close();
 });
 
-const depsWith = (maxIterations = 20): AgentRunDeps => {
+const depsWith = (maxIterations = 20, condenserMaxEvents = MAX_VIEW): AgentRunDeps => {
   const deps = fx.depsFor("openai", maxIterations);
   return {
     ...deps,
-    settings: { ...deps.settings, AGENT_HISTORY_WINDOW: WINDOW, MAX_EVENTS_PER_CONVERSATION: MAX_EVENTS },
+    settings: {
+      ...deps.settings,
+      AGENT_CONDENSER_MAX_EVENTS: condenserMaxEvents,
+      MAX_EVENTS_PER_CONVERSATION: MAX_EVENTS,
+      // The steps below only think: a monologue, which is not what these tests are about.
+      AGENT_STUCK_MONOLOGUE: 0,
+      // 1 USD a token: a scripted call of 10 + 5 tokens costs 15.
+      LLM_PRICES: { "gpt-test": { input: 1_000_000, output: 1_000_000 } },
+    },
   };
 };
 
-const run = async (conversationId: string, maxIterations?: number) => {
-  await runAgent(depsWith(maxIterations), conversationId, randomUUID());
+const run = async (conversationId: string, maxIterations?: number, condenserMaxEvents?: number) => {
+  await runAgent(depsWith(maxIterations, condenserMaxEvents), conversationId, randomUUID());
   return fx.conversation(conversationId);
 };
 
@@ -47,41 +56,68 @@ const chatter = (n: number): EventDraft[] =>
 const requestMessages = (i: number): { role: string; content: unknown }[] =>
   (fx.llm.requests[i]?.body.messages ?? []) as { role: string; content: unknown }[];
 
+/** A request without tools is the condenser's summary call. */
+const isSummaryCall = (r: RecordedRequest) => !r.body.tools;
+
 describe("the history the model is sent", () => {
-  it("is bounded: system prompt, first message, a marker, the latest events", async () => {
+  it("is condensed: system prompt, first message, the summary, the recent half", async () => {
     const { conversationId } = await fx.newConversation({ message: "FIRST: build the thing." });
     await eventsRepository(fx.database.db).append(conversationId, chatter(500));
     await fx.sayToAgent(conversationId, "LATEST: what now?");
     const before = fx.llm.requests.length;
-    fx.llm.push({ text: "Done." });
-    expect((await run(conversationId)).executionStatus).toBe("finished");
+    fx.llm.setResponder((r) =>
+      isSummaryCall(r) ? { text: "GOAL: build the thing. DONE: talked." } : { text: "Done." },
+    );
+    try {
+      expect((await run(conversationId)).executionStatus).toBe("finished");
+    } finally {
+      fx.llm.setResponder(null);
+    }
 
-    expect(fx.llm.requests.length - before).toBe(1);
-    const messages = requestMessages(before);
-    // system + first user message + marker + the window (the run's state change is not a message).
-    expect(messages.length).toBeLessThanOrEqual(3 + WINDOW);
+    // The summary's call, then the step's.
+    const sent = fx.llm.requests.slice(before);
+    expect(sent.map(isSummaryCall)).toEqual([true, false]);
+    expect(JSON.stringify(sent[0]?.body.messages)).toContain("old question 100");
+    const messages = requestMessages(before + 1);
+    // system + first user message + summary + the recent half of MAX_VIEW.
+    expect(messages.length).toBeLessThanOrEqual(3 + MAX_VIEW / 2);
     expect(messages[0]?.role).toBe("system");
     expect(JSON.stringify(messages[1])).toContain("FIRST: build the thing.");
-    expect(JSON.stringify(messages[2])).toMatch(/\d+ earlier events of this conversation are not shown/);
+    expect(JSON.stringify(messages[2])).toMatch(/CONVERSATION_SUMMARY[\s\S]*GOAL: build the thing/);
     expect(JSON.stringify(messages.at(-1))).toContain("LATEST: what now?");
     const text = JSON.stringify(messages);
     expect(text).toContain("old answer 499");
     expect(text).not.toContain("old question 100");
-    expect((await fx.events(conversationId)).length).toBeGreaterThan(500);
+    const events = await fx.events(conversationId);
+    const condensations = events.filter((e) => e.kind === "CondensationEvent");
+    expect(condensations).toHaveLength(1);
+    expect(condensations[0]?.kind === "CondensationEvent" && condensations[0].payload).toMatchObject({
+      summary: "GOAL: build the thing. DONE: talked.",
+      summary_offset: 2,
+      reason: "events",
+    });
+    // Both calls are in the conversation's metrics, and its cost (what the budget is held to).
+    expect((await fx.conversation(conversationId)).metrics).toMatchObject({ llm_calls: 2, accumulated_cost: 30 });
   });
 
-  it("still counts the run's own steps when they pass the window (MAX_ITERATIONS holds)", async () => {
+  it("still counts the run's own steps past its condensations (MAX_ITERATIONS holds)", async () => {
     const { conversationId } = await fx.newConversation({ message: "Think a lot." });
-    // Each step is two events (ActionEvent, ObservationEvent): 15 steps are 30, past the window of 20.
-    fx.llm.push(
-      ...Array.from({ length: 16 }, (_, i) => ({
-        toolCalls: [{ name: "think", arguments: { thought: `step ${i}` } }],
-      })),
+    // Each step is two events (ActionEvent, ObservationEvent): the view of 20 is condensed every few steps.
+    let step = 0;
+    fx.llm.setResponder((r) =>
+      isSummaryCall(r)
+        ? { text: `summary after step ${step}` }
+        : { toolCalls: [{ name: "think", arguments: { thought: `step ${step++}` } }] },
     );
-    expect((await run(conversationId, 15)).executionStatus).toBe("error");
+    try {
+      expect((await run(conversationId, 25)).executionStatus).toBe("error");
+    } finally {
+      fx.llm.setResponder(null);
+    }
+    expect(step).toBe(25);
     const events = await fx.events(conversationId);
-    expect(JSON.stringify(events.at(-2)?.payload)).toMatch(/maximum of 15 iterations \(LLM calls\)/);
-    fx.llm.clear();
+    expect(events.filter((e) => e.kind === "CondensationEvent").length).toBeGreaterThan(1);
+    expect(JSON.stringify(events.at(-2)?.payload)).toMatch(/maximum of 25 iterations \(LLM calls\)/);
   });
 });
 
@@ -94,7 +130,8 @@ describe("MAX_EVENTS_PER_CONVERSATION", () => {
     await fx.sayToAgent(conversationId, "Go on.");
     const before = fx.llm.requests.length;
     fx.llm.push({ toolCalls: [{ name: "terminal", arguments: { command: "echo hi" } }] }, { text: "never sent" });
-    expect((await run(conversationId)).executionStatus).toBe("error");
+    // Without the condenser: this test is about the cap alone.
+    expect((await run(conversationId, 20, 0)).executionStatus).toBe("error");
     expect(fx.llm.requests.length - before).toBe(1);
     const events = await fx.events(conversationId);
     const error = events.findLast((e) => e.kind === "AgentErrorEvent");

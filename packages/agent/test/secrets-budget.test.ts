@@ -120,8 +120,13 @@ describe("cost and budget", () => {
   it("holds the server's MAX_BUDGET_PER_TASK when the user set none", async () => {
     const { conversationId } = await fx.newConversation({ message: "Work." });
     fx.llm.push({ toolCalls: [call("think", { thought: "a" })], usage: { input: 10, output: 5 } }, { text: "no" });
+    const before = fx.llm.requests.length;
     const { conversation } = await runWith(conversationId, context(), { ...prices, MAX_BUDGET_PER_TASK: 10 });
     expect(conversation.executionStatus).toBe("error");
+    // One call (15 USD): past the server's 10, so the second is never asked, and the error says why.
+    expect(fx.llm.requests.length - before).toBe(1);
+    const error = String(of(await fx.events(conversationId), "AgentErrorEvent").at(-1)?.payload.error);
+    expect(error).toMatch(/reached its budget: it spent \$15\.0000 of max_budget_per_task \$10\b/);
     fx.llm.clear();
   });
 });

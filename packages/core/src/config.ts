@@ -143,8 +143,25 @@ export const configFields = {
   SANDBOX_IDLE_PAUSE: int(0, 31_536_000).default(1800),
   /** Seconds after its creation at which a sandbox is removed, once no run works in it. */
   SANDBOX_MAX_AGE: int(0, 31_536_000).default(86_400),
-  /** Events of the conversation the model is shown at each step (the system prompt and first user message besides). */
-  AGENT_HISTORY_WINDOW: int(10, 100_000).default(120),
+  /** Events in the model's view above which the condenser summarizes the middle (OpenHands' default agent: 80); 0: off. */
+  AGENT_CONDENSER_MAX_EVENTS: int(0, 100_000)
+    .refine((n) => n === 0 || n >= 8, "0 (off) or at least 8")
+    .default(80),
+  /** Talk-only responses in a row (answers, `think` calls) that make a stuck monologue; 0: off. */
+  AGENT_STUCK_MONOLOGUE: int(0, 10_000).default(6),
+  /** Context windows (tokens) added to the built-in table: JSON `{"model": tokens}`. */
+  LLM_CONTEXT_WINDOWS: z.preprocess(
+    (v) => {
+      if (v === undefined || v === "") return {};
+      if (typeof v !== "string") return v;
+      try {
+        return JSON.parse(v);
+      } catch {
+        return "not JSON";
+      }
+    },
+    z.record(z.string(), z.number().int().positive()),
+  ),
   /** Webhook URLs on private, loopback, link-local or otherwise non-public addresses (API and worker). */
   WEBHOOK_ALLOW_PRIVATE: flag.default(false),
   /** Webhook URLs over plain http (API and worker). */

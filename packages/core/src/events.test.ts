@@ -139,7 +139,7 @@ const rowsWrittenBefore: { name: string; kind: string; source: string; payload: 
 ];
 
 describe("the event union", () => {
-  it("has the seven kinds of DESIGN, each its own OpenAPI component", () => {
+  it("has the kinds of DESIGN, each its own OpenAPI component", () => {
     expect(eventKinds).toEqual([
       "MessageEvent",
       "ActionEvent",
@@ -148,6 +148,7 @@ describe("the event union", () => {
       "SystemPromptEvent",
       "ConversationStateUpdateEvent",
       "PauseEvent",
+      "CondensationEvent",
     ]);
     expect(eventSchema.options.map((o) => o.meta()?.id)).toEqual(eventKinds);
   });
@@ -213,6 +214,13 @@ describe("the event union", () => {
       newEvent.stateUpdate("title", "Renamed"),
       newEvent.executionStatus("finished"),
       newEvent.pause(),
+      newEvent.condensation({
+        forgotten_event_ids: ["00000000-0000-4000-8000-000000000003"],
+        summary: "GOAL: greet.",
+        summary_offset: 2,
+        kept_from_seq: 4,
+        reason: "events",
+      }),
     ];
     expect(new Set(drafts.map((d) => d.kind))).toEqual(new Set(eventKinds));
     drafts.forEach((d, i) => {

@@ -124,6 +124,29 @@ export const eventSchema = z
       })
       .meta({ id: "ConversationStateUpdateEvent", description: "A change of the conversation's state" }),
     z.object(head("PauseEvent")).meta({ id: "PauseEvent", description: "The user asked the agent to pause" }),
+    z
+      .object({
+        ...head("CondensationEvent"),
+        forgotten_event_ids: z
+          .array(z.string().meta({ format: "uuid" }))
+          .meta({ description: "The events left out of the history the model is sent from now on" }),
+        summary: z.string().nullable().meta({ description: "What the forgotten events held, written by the LLM" }),
+        summary_offset: z
+          .number()
+          .int()
+          .nonnegative()
+          .nullable()
+          .meta({ description: "Where the summary stands in the history the model is sent (0: first)" }),
+        llm_response_id: llmResponseId.optional(),
+        /** Ours: the first event of the kept tail; every later event is in the model's history. */
+        kept_from_seq: z.number().int().nonnegative().optional(),
+        /** Ours: what asked for it (`events`, `tokens`, `context_error`). */
+        reason: z.string().optional(),
+      })
+      .meta({
+        id: "CondensationEvent",
+        description: "Part of the history was replaced by a summary in what the model is sent",
+      }),
   ])
   .meta({ id: "Event" });
 
@@ -211,6 +234,7 @@ export const newEvent = {
   executionStatus: (status: ExecutionStatus) =>
     draft("ConversationStateUpdateEvent", "environment", { key: "execution_status", value: status }),
   pause: () => draft("PauseEvent", "user", {}),
+  condensation: (payload: EventPayload<"CondensationEvent">) => draft("CondensationEvent", "environment", payload),
 };
 
 /** A tool call the model got wrong, with what the history needs to give it back as that call's result. */

@@ -70,22 +70,40 @@ describe("events: tenancy bounds (issue 11)", () => {
     expect((await events.listAll(conversationId)).map(numberOf)).toEqual([1, 2, 3]);
   });
 
-  it("reads for the agent the window, back to the run's start, and the head before them", async () => {
+  it("reads for the agent from the latest condensation's kept tail, with the head before it", async () => {
     const { conversationId } = await createConversationFixture(database.db);
     const system = newEvent.systemPrompt("You are a test.", []);
     await events.append(conversationId, [system, ...Array.from({ length: 30 }, (_, i) => note(i + 1))]);
-    const windowed = await events.readForAgent(conversationId, { window: 5 });
-    expect(windowed.head.map((e) => e.kind)).toEqual(["SystemPromptEvent", "MessageEvent"]);
-    expect(numberOf(windowed.head[1] as StoredEvent)).toBe(1);
-    expect(windowed.recent.map(numberOf)).toEqual([26, 27, 28, 29, 30]);
-    expect(windowed.omitted).toBe(31 - 5 - 2);
-    // The run began further back: its events are all read.
-    const sinceRun = await events.readForAgent(conversationId, { window: 5, sinceSeq: 20 });
-    expect(sinceRun.recent.map((e) => e.seq)).toEqual([20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
-    // A short conversation is read whole, with no head apart.
-    const whole = await events.readForAgent(conversationId, { window: 100 });
-    expect(whole).toMatchObject({ head: [], omitted: 0 });
+    // Before any condensation the whole conversation is read, with no head apart.
+    const whole = await events.readForAgent(conversationId);
+    expect(whole.head).toEqual([]);
     expect(whole.recent).toHaveLength(31);
+    const condensation = (keptFromSeq: number) =>
+      newEvent.condensation({
+        forgotten_event_ids: [],
+        summary: "s",
+        summary_offset: 2,
+        kept_from_seq: keptFromSeq,
+      });
+    await events.append(conversationId, [condensation(10)]);
+    await events.append(conversationId, [note(31), condensation(26)]);
+    const read = await events.readForAgent(conversationId);
+    expect(read.head.map((e) => e.kind)).toEqual(["SystemPromptEvent", "MessageEvent"]);
+    expect(numberOf(read.head[1] as StoredEvent)).toBe(1);
+    // The latest condensation's tail: events 26 to 31 (seq 27 to 32), the two condensations, note 31.
+    expect(read.recent[0]?.seq).toBe(26);
+    expect(read.recent.map((e) => e.kind).filter((k) => k === "CondensationEvent")).toHaveLength(2);
+    expect(read.recent.at(-1)?.kind).toBe("CondensationEvent");
+  });
+
+  it("counts a run's responses and its pause in the database", async () => {
+    const { conversationId } = await createConversationFixture(database.db);
+    const answer = (id: string) => newEvent.agentMessage("a", { llm_response_id: id, history_seq: 0 });
+    await events.append(conversationId, [answer("old"), newEvent.executionStatus("running")]);
+    await events.append(conversationId, [answer("r1"), answer("r1"), answer("r2"), note(1)]);
+    expect(await events.runProgress(conversationId, 2)).toEqual({ iterations: 2, pauseRequested: false });
+    await events.append(conversationId, [newEvent.pause()]);
+    expect(await events.runProgress(conversationId, 2)).toEqual({ iterations: 2, pauseRequested: true });
   });
 
   it("finds the latest run's start", async () => {

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { scaled } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { packFiles } from "../src/docker/archive.ts";
 import { createDockerClient } from "../src/docker/engine.ts";
 import { createSandboxDriver, dockerEngineFromEnv, SandboxLabel, type SandboxSpec } from "../src/index.ts";
 
@@ -66,6 +67,40 @@ const until = async (what: string, probe: () => Promise<boolean>, timeoutMs = 30
   }
 };
 
+/**
+ * Where a bomb looks for its stop: written from outside with the engine's archive API, which needs no
+ * process in the sandbox (a fork bomb has taken every pid an exec would need).
+ */
+const STOP_FILE = "/home/agent/.stop-bomb";
+const stopBomb = async (ref: string) => {
+  const archive = await packFiles([{ path: ".stop-bomb", content: "" }], { uid: 1000, gid: 1000 });
+  await docker.getContainer(ref).putArchive(archive, { path: "/home/agent" });
+};
+
+/** The container's start (a restart changes it) and whether it was ever OOM-killed as a whole. */
+const lifeOf = async (ref: string) => {
+  const { State, RestartCount } = await docker.getContainer(ref).inspect();
+  return { running: State.Running, startedAt: State.StartedAt, oomKilled: State.OOMKilled, restarts: RestartCount };
+};
+
+/**
+ * The bomb's own sandbox survived its abuse: the same container, never restarted nor killed whole,
+ * runs a command again once its bomb has stopped (every pid the bomb held is back: reaped, not leaked).
+ */
+const expectSurvived = async (ref: string, before: Awaited<ReturnType<typeof lifeOf>>) => {
+  await until(
+    "the bomb's processes to be gone",
+    async () => ((await statsOf(ref)).pids_stats?.current ?? PIDS) <= 8,
+    scaled(60_000),
+  );
+  const r = await driver.exec(ref, {
+    cmd: ["bash", "-c", "echo alive; ls /proc | grep -c '^[0-9]'"],
+    timeoutMs: 30_000,
+  });
+  expect({ exitCode: r.exitCode, alive: r.stdout.split("\n")[0] }).toEqual({ exitCode: 0, alive: "alive" });
+  expect(await lifeOf(ref)).toEqual({ ...before, running: true, oomKilled: false, restarts: 0 });
+};
+
 const statsOf = async (ref: string) =>
   (await docker.getContainer(ref).stats({ stream: false })) as {
     pids_stats?: { current?: number };
@@ -92,8 +127,11 @@ describe("abuse inside one sandbox stays inside it", () => {
     timeout: scaled(180_000),
   }, async () => {
     const bomb = (await driver.create(spec("forkbomb"))).ref;
+    const before = await lifeOf(bomb);
+    // Bash builtins only between forks, so it can see its stop.
+    const forkBomb = `b() { [ -e ${STOP_FILE} ] && return; b | b & }; b; sleep infinity`;
     const running = driver
-      .exec(bomb, { cmd: ["bash", "-c", "b() { b | b & }; b; sleep infinity"], timeoutMs: BOMB_SECONDS * 1000 })
+      .exec(bomb, { cmd: ["bash", "-c", forkBomb], timeoutMs: BOMB_SECONDS * 1000 })
       .catch(() => undefined);
     try {
       // The bomb has filled its sandbox: every pid it may have is taken.
@@ -107,6 +145,8 @@ describe("abuse inside one sandbox stays inside it", () => {
       expect(pids).toBeLessThanOrEqual(PIDS);
       // Sanity bound, not a benchmark: the neighbour is not starved.
       expect(during.p99).toBeLessThan(10_000);
+      await stopBomb(bomb);
+      await expectSurvived(bomb, before);
     } finally {
       await driver.destroy(bomb);
       await running;
@@ -117,6 +157,7 @@ describe("abuse inside one sandbox stays inside it", () => {
     timeout: scaled(180_000),
   }, async () => {
     const bomb = (await driver.create(spec("membomb"))).ref;
+    const before = await lifeOf(bomb);
     const grow = "a = []\nwhile True: a.append(bytearray(16 * 1024 * 1024))";
     // Once: the kernel kills it at the limit (137), not the sandbox.
     const once = await driver.exec(bomb, { cmd: ["python3", "-c", grow], timeoutMs: 60_000 });
@@ -124,7 +165,10 @@ describe("abuse inside one sandbox stays inside it", () => {
     expect((await driver.inspect(bomb))?.state).toBe("running");
     // Then again and again while the neighbour is measured.
     const running = driver
-      .exec(bomb, { cmd: ["bash", "-c", `while :; do python3 -c '${grow}'; done`], timeoutMs: BOMB_SECONDS * 1000 })
+      .exec(bomb, {
+        cmd: ["bash", "-c", `while [ ! -e ${STOP_FILE} ]; do python3 -c '${grow}'; done`],
+        timeoutMs: BOMB_SECONDS * 1000,
+      })
       .catch(() => undefined);
     try {
       await until("the memory bomb reaching the limit", async () => {
@@ -137,7 +181,9 @@ describe("abuse inside one sandbox stays inside it", () => {
       expect(m?.limit).toBe(MEMORY_MB * 1024 * 1024);
       expect(m?.usage ?? 0).toBeLessThanOrEqual(MEMORY_MB * 1024 * 1024);
       expect(during.p99).toBeLessThan(10_000);
-      expect((await driver.inspect(bomb))?.state).toBe("running");
+      await stopBomb(bomb);
+      await running;
+      await expectSurvived(bomb, before);
     } finally {
       await driver.destroy(bomb);
       await running;

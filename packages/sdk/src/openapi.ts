@@ -1980,7 +1980,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2076,7 +2076,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2187,7 +2187,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | null)[];
+                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | null)[];
                     };
                 };
                 /** @description Malformed request or page_id */
@@ -2370,7 +2370,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -4936,7 +4936,7 @@ export interface components {
             /** @description Give as page_id for the next page; null at the end */
             next_page_id: string | null;
         };
-        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"];
+        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"];
         /** @description A message from the user or an answer from the agent */
         MessageEvent: {
             /** Format: uuid */
@@ -5140,6 +5140,33 @@ export interface components {
              * @example 2026-11-22T21:11:34.123456Z
              */
             timestamp: string;
+        };
+        /** @description Part of the history was replaced by a summary in what the model is sent */
+        CondensationEvent: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "CondensationEvent";
+            /** @enum {string} */
+            source: "agent" | "user" | "environment";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T21:11:34.123456Z
+             */
+            timestamp: string;
+            /** @description The events left out of the history the model is sent from now on */
+            forgotten_event_ids: string[];
+            /** @description What the forgotten events held, written by the LLM */
+            summary: string | null;
+            /** @description Where the summary stands in the history the model is sent (0: first) */
+            summary_offset: number | null;
+            /** @description Calls of one LLM response share it */
+            llm_response_id?: string;
+            kept_from_seq?: number;
+            reason?: string;
         };
         Success: {
             success: boolean;

@@ -8,7 +8,8 @@ export type ScriptedReply =
       text?: string;
       /** `arguments` as a string is sent verbatim (so it may be malformed JSON). */
       toolCalls?: { name: string; arguments: string | Record<string, unknown>; id?: string }[];
-      usage?: { input: number; output: number };
+      /** `cacheRead`/`cacheWrite`: the cached prompt tokens the provider reports (Anthropic: beside `input`; OpenAI: within it). */
+      usage?: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
       /** The reply waits for this before it is sent (to hold an LLM call in flight). */
       before?: () => Promise<void>;
     }
@@ -19,6 +20,10 @@ export interface RecordedRequest {
   stream: boolean;
   body: Record<string, unknown>;
   headers: Record<string, string | string[] | undefined>;
+  /** The request's size as the server counts it against its context limit (contextLimitTokens). */
+  tokens: number;
+  /** Refused with the provider's context-length error (over the limit of setContextLimit). */
+  refusedForLength: boolean;
 }
 
 export interface ScriptedLlmServer {
@@ -27,7 +32,7 @@ export interface ScriptedLlmServer {
   openaiBaseUrl: string;
   /** For the Anthropic SDK (it adds /v1 itself). */
   anthropicBaseUrl: string;
-  /** Appends replies to the script. */
+  /** Appends replies to the shared script, taken in arrival order by any request no key matches. */
   push: (...replies: ScriptedReply[]) => void;
   /** Every request received, in order (failed ones too). */
   requests: RecordedRequest[];
@@ -35,6 +40,25 @@ export interface ScriptedLlmServer {
   remaining: () => number;
   /** Drops the replies not yet used. */
   clear: () => void;
+  /**
+   * Keyed mode: replies for one conversation, whatever other conversations ask meanwhile and in
+   * whatever order. A request whose first user message contains `key` takes the next of these;
+   * a request that matches no key takes from the shared script (`push`).
+   */
+  pushFor: (key: string, ...replies: ScriptedReply[]) => void;
+  /** Keyed replies for `key` not yet used. */
+  remainingFor: (key: string) => number;
+  /** The requests whose first user message contains `key`, in order. */
+  requestsFor: (key: string) => RecordedRequest[];
+  /**
+   * Refuses every request longer than `tokens` (null: no limit) with the provider's context-length
+   * error (OpenAI's 400 `context_length_exceeded`, Anthropic's 400 "prompt is too long"), using no
+   * scripted reply. A request's tokens are its system prompt, messages and tools as JSON, one per
+   * four bytes (contextLimitTokens).
+   */
+  setContextLimit: (tokens: number | null) => void;
+  /** Answers requests when the script is empty (null: none; the server then answers with an error). */
+  setResponder: (responder: ((request: RecordedRequest) => ScriptedReply) | null) => void;
   /** The worker's LLM_* settings that point it at this server as `provider` ("none": no LLM at all). */
   workerEnv: (provider: "openai" | "anthropic" | "none") => Record<string, string>;
   close: () => Promise<void>;
@@ -47,9 +71,26 @@ const readBody = async (req: IncomingMessage): Promise<Record<string, unknown>> 
   return raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
 };
 
+/** The text of the first user message (OpenAI and Anthropic bodies alike): what keys a conversation. */
+const firstUserText = (body: Record<string, unknown>): string => {
+  const messages = Array.isArray(body.messages) ? (body.messages as { role?: string; content?: unknown }[]) : [];
+  const content = messages.find((m) => m.role === "user")?.content;
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return (content as { type?: string; text?: unknown }[])
+    .map((part) => (typeof part.text === "string" ? part.text : ""))
+    .join("\n");
+};
+
 const id = (prefix: string) => `${prefix}${randomBytes(8).toString("hex")}`;
 
 type Answer = Exclude<ScriptedReply, { error: unknown }>;
+
+/** The tokens of a request as the scripted server counts them: its prompt as JSON, four bytes a token. */
+export const contextLimitTokens = (body: Record<string, unknown>): number =>
+  Math.ceil(
+    Buffer.byteLength(JSON.stringify({ system: body.system, messages: body.messages, tools: body.tools }), "utf8") / 4,
+  );
 
 const argsText = (a: string | Record<string, unknown>) => (typeof a === "string" ? a : JSON.stringify(a));
 
@@ -79,6 +120,7 @@ const openaiReply = (res: ServerResponse, body: Record<string, unknown>, a: Answ
     prompt_tokens: a.usage?.input ?? 10,
     completion_tokens: a.usage?.output ?? 5,
     total_tokens: (a.usage?.input ?? 10) + (a.usage?.output ?? 5),
+    ...(a.usage?.cacheRead ? { prompt_tokens_details: { cached_tokens: a.usage.cacheRead } } : {}),
   };
   const finish = calls.length ? "tool_calls" : "stop";
   const created = Math.floor(Date.now() / 1000);
@@ -146,7 +188,12 @@ const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: A
     name: c.name,
     arguments: argsText(c.arguments),
   }));
-  const usage = { input_tokens: a.usage?.input ?? 10, output_tokens: a.usage?.output ?? 5 };
+  const usage = {
+    input_tokens: a.usage?.input ?? 10,
+    output_tokens: a.usage?.output ?? 5,
+    ...(a.usage?.cacheRead !== undefined ? { cache_read_input_tokens: a.usage.cacheRead } : {}),
+    ...(a.usage?.cacheWrite !== undefined ? { cache_creation_input_tokens: a.usage.cacheWrite } : {}),
+  };
   const stopReason = calls.length ? "tool_use" : "end_turn";
   const content = [
     ...(a.text ? [{ type: "text", text: a.text }] : []),
@@ -179,7 +226,7 @@ const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: A
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: { input_tokens: usage.input_tokens, output_tokens: 1 },
+      usage: { ...usage, output_tokens: 1 },
     },
   });
   let index = 0;
@@ -204,6 +251,33 @@ const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: A
   res.end();
 };
 
+/** The provider's own refusal of a request longer than the model's context. */
+const contextLengthReply = (res: ServerResponse, provider: "openai" | "anthropic", tokens: number, limit: number) => {
+  res.writeHead(400, { "content-type": "application/json" });
+  res.end(
+    JSON.stringify(
+      provider === "openai"
+        ? {
+            error: {
+              message:
+                `This model's maximum context length is ${limit} tokens. However, your messages resulted in ` +
+                `${tokens} tokens. Please reduce the length of the messages.`,
+              type: "invalid_request_error",
+              param: "messages",
+              code: "context_length_exceeded",
+            },
+          }
+        : {
+            type: "error",
+            error: {
+              type: "invalid_request_error",
+              message: `prompt is too long: ${tokens} tokens > ${limit} maximum`,
+            },
+          },
+    ),
+  );
+};
+
 const errorReply = (res: ServerResponse, provider: "openai" | "anthropic", status: number, message: string) => {
   res.writeHead(status, { "content-type": "application/json" });
   res.end(
@@ -223,7 +297,14 @@ const errorReply = (res: ServerResponse, provider: "openai" | "anthropic", statu
  */
 export const startLlmServer = async (script: ScriptedReply[] = []): Promise<ScriptedLlmServer> => {
   const queue = [...script];
+  const keyed = new Map<string, ScriptedReply[]>();
+  const keyOf = (body: Record<string, unknown>): string | null => {
+    const text = firstUserText(body);
+    return [...keyed.keys()].find((k) => text.includes(k)) ?? null;
+  };
   const requests: RecordedRequest[] = [];
+  let contextLimit: number | null = null;
+  let responder: ((request: RecordedRequest) => ScriptedReply) | null = null;
   const server = createServer((req, res) => {
     const provider = req.url?.startsWith("/v1/chat/completions")
       ? "openai"
@@ -237,9 +318,24 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     }
     void (async () => {
       const body = await readBody(req);
-      requests.push({ provider, stream: body.stream === true, body, headers: req.headers });
-      const reply = queue.shift();
-      if (!reply) return errorReply(res, provider, 400, "the scripted LLM server has no reply left");
+      const tokens = contextLimitTokens(body);
+      const refusedForLength = contextLimit !== null && tokens > contextLimit;
+      const recorded: RecordedRequest = {
+        provider,
+        stream: body.stream === true,
+        body,
+        headers: req.headers,
+        tokens,
+        refusedForLength,
+      };
+      requests.push(recorded);
+      if (refusedForLength) return contextLengthReply(res, provider, tokens, contextLimit ?? 0);
+      const key = keyOf(body);
+      const reply = (key === null ? queue.shift() : keyed.get(key)?.shift()) ?? responder?.(recorded);
+      if (!reply) {
+        const which = key === null ? "" : ` for "${key}"`;
+        return errorReply(res, provider, 400, `the scripted LLM server has no reply left${which}`);
+      }
       if ("error" in reply)
         return errorReply(res, provider, reply.error.status, reply.error.message ?? "scripted error");
       if (reply.before) await reply.before();
@@ -262,7 +358,23 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     push: (...replies) => void queue.push(...replies),
     requests,
     remaining: () => queue.length,
-    clear: () => void queue.splice(0),
+    clear: () => {
+      queue.splice(0);
+      keyed.clear();
+    },
+    pushFor: (key, ...replies) => {
+      const queued = keyed.get(key) ?? [];
+      queued.push(...replies);
+      keyed.set(key, queued);
+    },
+    remainingFor: (key) => keyed.get(key)?.length ?? 0,
+    requestsFor: (key) => requests.filter((r) => firstUserText(r.body).includes(key)),
+    setContextLimit: (tokens) => {
+      contextLimit = tokens;
+    },
+    setResponder: (r) => {
+      responder = r;
+    },
     workerEnv: (provider) =>
       provider === "none"
         ? { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "", LLM_MODELS: "" }

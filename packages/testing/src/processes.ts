@@ -35,9 +35,9 @@ export interface ServiceProcess {
 }
 
 /**
- * Workers in tests run on the main engine, whose data root may not hold a disk limit, on their test
- * file's own sandbox network (test-networks.ts) with no egress rules: the containment tests prove
- * both on an engine of their own (ensureTestEngine), with both on.
+ * Workers in tests run on the main engine, on their test file's own sandbox network (test-networks.ts),
+ * with no egress rules and no disk limit (watched mode would sample every sandbox of the file): the
+ * containment tests prove both, each on the engine it needs, with both on.
  */
 export const containmentOptOut = { SANDBOX_DISK_ENFORCE: "false", SANDBOX_EGRESS_ENFORCE: "false" } as const;
 

@@ -71,6 +71,8 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
   SystemPromptEvent: (n) => newEvent.systemPrompt(`You are test agent ${n}.`, []),
   ConversationStateUpdateEvent: () => newEvent.executionStatus("running"),
   PauseEvent: () => newEvent.pause(),
+  CondensationEvent: (n) =>
+    newEvent.condensation({ forgotten_event_ids: [], summary: `summary ${n}`, summary_offset: 1 }),
 };
 
 /** A small, valid event of `kind` numbered `n` (its ids and texts say n), as the agent or the user writes it. */

@@ -173,6 +173,14 @@
         box.append(d);
         break;
       }
+      case "CondensationEvent": {
+        box.classList.add("system");
+        const d = el("details");
+        d.append(el("summary", "", `History condensed: ${(ev.forgotten_event_ids || []).length} events summarized`));
+        d.append(el("pre", "", ev.summary || ""));
+        box.append(d);
+        break;
+      }
       default:
         box.append(el("pre", "", JSON.stringify(ev, null, 2)));
     }

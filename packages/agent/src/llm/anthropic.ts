@@ -1,5 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import type { ContentBlockParam, MessageParam, Tool } from "@anthropic-ai/sdk/resources/messages";
+import { withCacheBreakpoints } from "./cache-anthropic.ts";
+import { llmErrorOf } from "./context-errors.ts";
 import {
   type LlmClient,
   LlmError,
@@ -96,15 +98,18 @@ export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient =
           {
             model: opts.model,
             max_tokens: opts.maxTokens,
-            system: request.system,
-            messages: toWire(request.messages),
-            tools: request.tools.map(
-              (t): Tool => ({
-                name: t.name,
-                description: t.description,
-                input_schema: t.parameters as Tool["input_schema"],
-              }),
-            ),
+            ...withCacheBreakpoints(request.system, toWire(request.messages)),
+            ...(request.tools.length
+              ? {
+                  tools: request.tools.map(
+                    (t): Tool => ({
+                      name: t.name,
+                      description: t.description,
+                      input_schema: t.parameters as Tool["input_schema"],
+                    }),
+                  ),
+                }
+              : {}),
           },
           { signal },
         );
@@ -130,7 +135,7 @@ export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient =
         };
       } catch (err) {
         if (err instanceof Anthropic.APIError) {
-          throw new LlmError(`LLM request failed: ${err.message}`, err.status ?? null, { cause: err });
+          throw llmErrorOf(`LLM request failed: ${err.message}`, err.status ?? null, undefined, err);
         }
         // Anything else the SDK throws (an answer it cannot parse, a stream cut short) is the LLM's
         // failure too: the run ends with it rather than being retried as a worker fault.

@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import { llmErrorOf } from "./context-errors.ts";
 import {
   type LlmClient,
   LlmError,
@@ -74,8 +75,13 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
         const stream = client.chat.completions.stream(
           {
             model: opts.model,
+            // The system prompt and the tools first, then the history in order: a prefix that stays the
+            // same from step to step (until a condensation), which OpenAI caches by itself.
             messages: [{ role: "system", content: request.system }, ...request.messages.map(toWire)],
-            tools: request.tools.map(toolToWire),
+            // OpenAI refuses an empty tool list (the condenser's summary call has none).
+            ...(request.tools.length ? { tools: request.tools.map(toolToWire) } : {}),
+            // Requests of one conversation go to the same cache shard.
+            ...(request.cacheKey ? { prompt_cache_key: request.cacheKey } : {}),
             stream_options: { include_usage: true },
           },
           { signal },
@@ -99,7 +105,7 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
         };
       } catch (err) {
         if (err instanceof OpenAI.APIError) {
-          throw new LlmError(`LLM request failed: ${err.message}`, err.status ?? null, { cause: err });
+          throw llmErrorOf(`LLM request failed: ${err.message}`, err.status ?? null, err.code, err);
         }
         // Anything else the SDK throws (an answer it cannot parse, a stream cut short) is the LLM's
         // failure too: the run ends with it rather than being retried as a worker fault.

@@ -22,6 +22,11 @@ export interface LlmRequest {
   system: string;
   messages: LlmMessage[];
   tools: ToolDefinition[];
+  /**
+   * Requests that share it share a cached prefix (the conversation's id): OpenAI's
+   * `prompt_cache_key`; Anthropic marks its cache breakpoints whenever a request is cached.
+   */
+  cacheKey?: string;
 }
 
 export interface LlmUsage {
@@ -55,5 +60,13 @@ export class LlmError extends Error {
     super(message, options);
     this.name = "LlmError";
     this.status = status;
+  }
+}
+
+/** The provider refused the request as longer than the model's context: condensing the history may cure it. */
+export class LlmContextLengthError extends LlmError {
+  constructor(message: string, status: number | null, options?: { cause?: unknown }) {
+    super(message, status, options);
+    this.name = "LlmContextLengthError";
   }
 }

@@ -22,10 +22,16 @@ const toStored = (r: EventRow): StoredEvent => parseStoredEvent({ ...r, conversa
 export interface AgentHistoryRead {
   /** The system prompt and the first user message, when they come before `recent`. */
   head: StoredEvent[];
-  /** The latest events, in order: the window, reaching back to the run's first event when given. */
+  /** The events from the latest condensation's kept tail on (all of them before any condensation), in order. */
   recent: StoredEvent[];
-  /** Events between `head` and `recent` that were not read. */
-  omitted: number;
+}
+
+/** What a run's checks need of its whole length, counted in the database (runProgress). */
+export interface RunProgress {
+  /** LLM responses of the agent since the run began. */
+  iterations: number;
+  /** A PauseEvent arrived since the run began. */
+  pauseRequested: boolean;
 }
 
 /** Conditions and extra writes a run's append carries in its one statement (agentRunsRepository). */
@@ -169,17 +175,25 @@ export const eventsRepository = (db: Kysely<Database>) => ({
   },
 
   /**
-   * A bounded read for the agent, whatever the conversation's length: the last `window` events,
-   * reaching further back to `sinceSeq` (the run's first event: what the run-state analysis needs)
-   * when that is older, and the system prompt and first user message when the read starts after
-   * them. Range scans of the primary key (conversation_id, seq) and of events_conv_kind_ts_idx.
+   * What the agent's next request is built from (the history builder's input): the events from
+   * the latest CondensationEvent's `kept_from_seq` on (everything it left in the model's view, and
+   * all that came after), and the system prompt and first user message when they come before. So
+   * a step reads what the model is shown and a little more, however long the conversation: the
+   * condenser keeps that bounded. Range scans of the primary key (conversation_id, seq) and of
+   * events_conv_kind_ts_idx.
    */
-  async readForAgent(
-    conversationId: string,
-    opts: { window: number; sinceSeq?: number | null },
-  ): Promise<AgentHistoryRead> {
-    const fromWindow = sql<number>`(select last_seq from conversations where id = ${conversationId}) - ${opts.window} + 1`;
-    const from = opts.sinceSeq != null ? sql<number>`least(${opts.sinceSeq}::bigint, ${fromWindow})` : fromWindow;
+  async readForAgent(conversationId: string): Promise<AgentHistoryRead> {
+    const latest = await db
+      .selectFrom("events")
+      .select("payload")
+      .where("conversation_id", "=", conversationId)
+      .where("kind", "=", "CondensationEvent")
+      .orderBy("timestamp", "desc")
+      .orderBy("seq", "desc")
+      .limit(1)
+      .executeTakeFirst();
+    const kept = (latest?.payload as { kept_from_seq?: unknown } | undefined)?.kept_from_seq;
+    const from = typeof kept === "number" && kept > 1 ? kept : 1;
     const recent = (
       await db
         .selectFrom("events")
@@ -189,15 +203,14 @@ export const eventsRepository = (db: Kysely<Database>) => ({
         .orderBy("seq", "asc")
         .execute()
     ).map(toStored);
-    const firstSeq = recent[0]?.seq;
-    if (firstSeq === undefined || firstSeq <= 1) return { head: [], recent, omitted: 0 };
+    if (from <= 1) return { head: [], recent };
     const firstOf = (kind: string, source?: string) => {
       let q = db
         .selectFrom("events")
         .selectAll()
         .where("conversation_id", "=", conversationId)
         .where("kind", "=", kind)
-        .where("seq", "<", firstSeq);
+        .where("seq", "<", from);
       if (source) q = q.where("source", "=", source);
       return q.orderBy("timestamp", "asc").orderBy("seq", "asc").limit(1).executeTakeFirst();
     };
@@ -206,7 +219,26 @@ export const eventsRepository = (db: Kysely<Database>) => ({
       .filter((r): r is EventRow => r !== undefined)
       .sort((a, b) => a.seq - b.seq)
       .map(toStored);
-    return { head, recent, omitted: firstSeq - 1 - head.length };
+    return { head, recent };
+  },
+
+  /**
+   * The run's LLM responses and whether a pause came, since `sinceSeq` (the run's first event),
+   * counted by the database: a long run's steps are not read back at every step for them.
+   */
+  async runProgress(conversationId: string, sinceSeq: number): Promise<RunProgress> {
+    const row = await db
+      .selectFrom("events")
+      .select([
+        sql<string>`count(distinct payload->>'llm_response_id') filter (where source = 'agent' and kind in ('MessageEvent', 'ActionEvent', 'AgentErrorEvent'))`.as(
+          "iterations",
+        ),
+        sql<boolean>`coalesce(bool_or(kind = 'PauseEvent'), false)`.as("paused"),
+      ])
+      .where("conversation_id", "=", conversationId)
+      .where("seq", ">", sinceSeq)
+      .executeTakeFirst();
+    return { iterations: Number(row?.iterations ?? 0), pauseRequested: row?.paused === true };
   },
 
   /** The sequence number of the latest run's `running` state change (its first event); null before any run. */
