@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { dockerEngineFromEnv, type SandboxDriver } from "@tern/sandbox";
 import { createDockerProbe, type DockerProbe } from "@tern/sandbox/docker";
 import { testSandboxDriver } from "@tern/testing";
+import { engineStorage } from "./engine-storage.ts";
 
 /** What every section gets: the run's size and the clients it shares. */
 export interface BenchContext {
@@ -10,6 +11,8 @@ export interface BenchContext {
   sandboxes: SandboxDriver;
   /** Docker below the driver: the floor every start row is measured against. */
   floor: DockerProbe;
+  /** The storage driver of that engine (engineStorage), named beside every floor made of containers. */
+  storage: string;
   image: string;
   /** Unique per run; labels and names of every container the bench makes carry it. */
   runId: string;
@@ -30,6 +33,7 @@ export const createContext = (quick: boolean): BenchContext => {
     quick,
     sandboxes: testSandboxDriver(),
     floor: createDockerProbe(dockerEngineFromEnv(process.env)),
+    storage: engineStorage(),
     image: process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest",
     runId: randomBytes(4).toString("hex"),
     progress: (msg) => process.stderr.write(`[bench +${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}\n`),

@@ -1,4 +1,4 @@
-import type { BenchResult, BenchRow } from "./report.ts";
+import { type BenchResult, type BenchRow, floorNote } from "./report.ts";
 
 /**
  * The bench's results as one self-contained HTML page: charts drawn as inline SVG (no script, no
@@ -100,7 +100,7 @@ export const renderHtml = (result: BenchResult): string => {
       (
         r,
       ) => `<tr class="${r.met === false ? "miss" : r.met ? "met" : ""}"><td>${esc(r.label)}</td><td>${num(r.value)} ${esc(r.unit)}</td>
-<td>${r.floor === null ? "-" : `${num(r.floor)} ${esc(r.unit)}${r.floorLabel ? ` (${esc(r.floorLabel)})` : ""}`}</td>
+<td>${r.floor === null ? "-" : `${num(r.floor)} ${esc(r.unit)}${floorNote(r) ? ` (${esc(floorNote(r))})` : ""}`}</td>
 <td>${r.ratio === null ? "-" : `${r.ratio.toFixed(2)}×`}</td><td>${esc(r.target ?? "-")}</td><td>${r.met === null ? "-" : r.met ? "yes" : "NO"}</td></tr>`,
     )
     .join("\n");

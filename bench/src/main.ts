@@ -16,12 +16,14 @@ import { eventsSearchRows } from "./rows/events-search.ts";
 import { llmRequestSizeRows } from "./rows/llm-request-size.ts";
 import { readyRows } from "./rows/ready.ts";
 import { rssRows } from "./rows/rss.ts";
+import { storageRows } from "./rows/storage.ts";
 import { streamRows } from "./rows/stream.ts";
 
 /** Sections in run order; RSS last, as it reports what the others sampled. */
 const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> | BenchRow[] }[] = [
   { name: "ready", run: readyRows },
   { name: "engines", run: engineRows },
+  { name: "storage", run: storageRows },
   { name: "append", run: eventAppendRows },
   { name: "search", run: eventsSearchRows },
   { name: "get", run: conversationsGetRows },
@@ -97,6 +99,7 @@ const main = async () => {
       memoryGiB: Math.round(totalmem() / 2 ** 30),
       node: process.version,
       docker: versionOf("docker", ["version", "--format", "{{.Server.Version}}"]),
+      dockerStorage: ctx.storage,
       postgres: versionOf("psql", ["--version"]),
     },
     rows,

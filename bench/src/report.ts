@@ -13,6 +13,11 @@ export interface BenchRow {
   value: number;
   floor: number | null;
   floorLabel: string | null;
+  /**
+   * For a floor made of containers: the storage driver of the engine it ran on ("overlay2 on
+   * extfs", "btrfs"), which sets how fast containers are made there.
+   */
+  floorStorage?: string;
   ratio: number | null;
   /** Human-readable target, e.g. "≤ 150 ms" or "≤ 1.15 × floor". */
   target: string | null;
@@ -31,6 +36,7 @@ export const row = (input: {
   value: number;
   floor?: number | null;
   floorLabel?: string | null;
+  floorStorage?: string;
   better?: Higher;
   /** Absolute target: ≤ for lower-is-better, ≥ for higher-is-better. */
   absolute?: number;
@@ -61,6 +67,7 @@ export const row = (input: {
     value: input.value,
     floor,
     floorLabel: input.floorLabel ?? null,
+    ...(input.floorStorage ? { floorStorage: input.floorStorage } : {}),
     ratio,
     target: targets.length ? targets.join(" and ") : null,
     met: checks.length ? checks.every(Boolean) : null,
@@ -74,12 +81,16 @@ const fmt = (v: number | null, unit?: string): string => {
   return unit ? `${n} ${unit}` : n;
 };
 
+/** What the floor was, and on which storage driver when it is made of containers. */
+export const floorNote = (r: BenchRow): string =>
+  [r.floorLabel, r.floorStorage ? `on ${r.floorStorage}` : null].filter(Boolean).join(", ");
+
 export const formatTable = (rows: BenchRow[]): string => {
   const header = ["row", "value", "floor", "ratio", "target", "met?"];
   const lines = rows.map((r) => [
     r.label,
     fmt(r.value, r.unit),
-    r.floor === null ? "-" : `${fmt(r.floor, r.unit)}${r.floorLabel ? ` (${r.floorLabel})` : ""}`,
+    r.floor === null ? "-" : `${fmt(r.floor, r.unit)}${floorNote(r) ? ` (${floorNote(r)})` : ""}`,
     r.ratio === null ? "-" : `${r.ratio.toFixed(2)}×`,
     r.target ?? "-",
     r.met === null ? "-" : r.met ? "yes" : "NO",
@@ -93,7 +104,15 @@ export interface BenchResult {
   startedAt: string;
   finishedAt: string;
   quick: boolean;
-  machine: { cpus: number; memoryGiB: number; node: string; docker: string | null; postgres: string | null };
+  machine: {
+    cpus: number;
+    memoryGiB: number;
+    node: string;
+    docker: string | null;
+    /** The main engine's storage driver (engineStorage). */
+    dockerStorage?: string;
+    postgres: string | null;
+  };
   rows: BenchRow[];
   /** Rows (sections) that failed to run, with the error: the table still prints the rest. */
   failures: { section: string; error: string }[];

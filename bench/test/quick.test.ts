@@ -44,6 +44,7 @@ const EXPECTED_ROWS = [
   "stream.delivery.p99",
   "throughput.engines1",
   "throughput.engines2",
+  "storage.quota_root.p50",
   "llm.request.condensed.mean",
   "llm.request.condensed.max",
   "llm.request.condensed.total",
@@ -72,7 +73,8 @@ const runQuick = () =>
   });
 
 describe("pnpm bench --quick", () => {
-  it("runs every row small, prints the table and writes the results JSON", { timeout: scaled(420_000) }, async () => {
+  // 480 s: the storage section's raw starts on two engines (issue 18) added most of a minute.
+  it("runs every row small, prints the table and writes the results JSON", { timeout: scaled(480_000) }, async () => {
     const { code, output } = await runQuick();
     expect(output, output).not.toMatch(/failed sections/);
     expect(code, output).toBe(0);

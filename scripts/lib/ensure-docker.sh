@@ -7,15 +7,18 @@
 #   pid  /var/run/tern-dockerd.pid
 # Extra dockerd flags: TERN_DOCKERD_FLAGS (none are needed on this machine).
 #
-# Opt-ins, for CI and fresh machines (the worker refuses an engine that cannot
-# hold SANDBOX_DISK_MB, or lacks SANDBOX_RUNTIME):
+# By default a dockerd started here keeps Docker's own defaults: overlay2 on the
+# host's filesystem, where the worker watches each sandbox's disk use itself.
+# Opt-ins:
 #   TERN_DOCKER_XFS=1  a dockerd started here keeps its data root in
 #                      /var/lib/tern-docker, a filesystem with quotas in a loop
 #                      file (XFS with pquota, or btrfs where the kernel has no XFS
-#                      quotas; see ensure_quota_data_root in common.sh), so
-#                      containers can be held to a disk limit (TERN_DOCKER_DISK_GB,
-#                      default 80% of the free space, sparse). A running engine
-#                      is never moved: stop it and run this again.
+#                      quotas; see ensure_quota_data_root in common.sh), so the
+#                      engine itself holds each container to a hard disk limit
+#                      (TERN_DOCKER_DISK_GB, default 80% of the free space,
+#                      sparse). It costs container creation time (the README has
+#                      the numbers). A running engine is never moved: stop it
+#                      and run this again.
 #   TERN_RUNSC=1       register gVisor as runtime "runsc" (the runsc package,
 #                      installed with apt when missing) in /etc/docker/daemon.json
 #                      with --network=host, and have a running dockerd reload it

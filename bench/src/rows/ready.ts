@@ -366,6 +366,7 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
           value: coldS[p],
           floor: floor[p],
           floorLabel: "raw create+start+exec",
+          floorStorage: ctx.storage,
           maxRatio: 1.15,
           detail:
             p === "p50"
@@ -407,6 +408,7 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
           value: repoS[p],
           floor: repoFloor[p],
           floorLabel: "raw container+clone+setup",
+          floorStorage: ctx.storage,
           maxRatio: 1.1,
           detail:
             p === "p50"
@@ -467,6 +469,7 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
             value: rate,
             floor: rawRate,
             floorLabel: "raw create+start+exec ×8 parallel, interleaved",
+            floorStorage: ctx.storage,
             better: "higher-is-better",
             // Issue 14: ≥ 0.9 × the engine's own rate, measured beside it.
             maxRatio: 1.11,
