@@ -72,7 +72,12 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
   ConversationStateUpdateEvent: () => newEvent.executionStatus("running"),
   PauseEvent: () => newEvent.pause(),
   CondensationEvent: (n) =>
-    newEvent.condensation({ forgotten_event_ids: [], summary: `summary ${n}`, summary_offset: 1 }),
+    newEvent.condensation({
+      forgotten_event_ids: [],
+      summary: `summary ${n}`,
+      summary_offset: 1,
+      llm_response_id: `condensation-response-${n}`,
+    }),
 };
 
 /** A small, valid event of `kind` numbered `n` (its ids and texts say n), as the agent or the user writes it. */
