@@ -864,7 +864,12 @@ describe("image blocks reach an Anthropic model too", () => {
     expect(user?.content).toEqual([
       { type: "text", text: expect.stringContaining("Compare them.") },
       { type: "image", source: { type: "base64", media_type: "image/png", data: png } },
-      { type: "image", source: { type: "url", url: "https://images.example.test/b.png" } },
+      // The latest user turn is a prompt-cache breakpoint (issue 19): its last block carries it.
+      {
+        type: "image",
+        source: { type: "url", url: "https://images.example.test/b.png" },
+        cache_control: { type: "ephemeral" },
+      },
     ]);
     // The stored event keeps the blocks as OpenHands shapes them.
     const message = (await allEvents(id)).find((e) => e.kind === "MessageEvent" && e.source === "user");
