@@ -32,6 +32,7 @@ import { analyzeRun } from "./run-state.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
+import { interruptedToolResult, stopSignal } from "./tools/terminal/interrupt.ts";
 import type { GitToolRunner } from "./tools/git.ts";
 
 /** What a run takes from its conversation's user: called once per run, holding the conversation. */
@@ -62,7 +63,16 @@ export interface AgentRunDeps {
     MAX_BUDGET_PER_TASK?: number | undefined;
     /** Prices added to the built-in table (LLM_PRICES). */
     LLM_PRICES?: PriceTable;
+    /** Seconds a terminal command may print nothing before its call returns (default 30). */
+    TERMINAL_NO_CHANGE_TIMEOUT_SECONDS?: number;
   };
+  /**
+   * The user's interrupt (POST /interrupt): the LLM call in flight is cancelled, the running
+   * command gets Ctrl-C, and the run ends `paused` at once (tools/terminal/interrupt.ts).
+   */
+  interrupt?: AbortSignal;
+  /** The worker is stopping: waits on the LLM and the sandbox end now; the run is handed back. */
+  shutdown?: AbortSignal;
   /** The user's secrets, LLM and limits for this run (the worker reads and opens them); none: no user part. */
   runContext?: (conversation: Conversation) => Promise<AgentRunContext>;
   /**
@@ -275,7 +285,12 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     Math.min(deps.settings.MAX_ITERATIONS, context.maxIterations ?? deps.settings.MAX_ITERATIONS);
   const budget = () => context.maxBudgetPerTask ?? deps.settings.MAX_BUDGET_PER_TASK ?? null;
 
-  const runTool = async (event: { id: string }, payload: ActionPayload, sandboxRef: SandboxRef | null) => {
+  const runTool = async (
+    event: { id: string },
+    payload: ActionPayload,
+    sandboxRef: SandboxRef | null,
+    opts: { attachMs?: number; signal?: AbortSignal } = {},
+  ) => {
     const { kind: _kind, ...args } = payload.action;
     const began = performance.now();
     const result = await executeTool(payload.tool_name as ToolName, args as never, {
@@ -287,6 +302,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       env: context.secrets,
       git: deps.git,
       conversation,
+      noChangeTimeoutSeconds: deps.settings.TERMINAL_NO_CHANGE_TIMEOUT_SECONDS,
+      ...opts,
     });
     metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - began) / 1000);
     return result;
@@ -343,10 +360,20 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             ]);
           }
           if (slowTools.has(payload.tool_name)) await flush();
+          if (deps.interrupt?.aborted) break;
           let result: Awaited<ReturnType<typeof executeTool>>;
           try {
-            result = await runTool(event, payload, sandboxRef);
+            result = await runTool(event, payload, sandboxRef, { signal: stopSignal(deps) });
           } catch (err) {
+            deps.shutdown?.throwIfAborted();
+            if (deps.interrupt?.aborted && sandboxRef) {
+              // Ctrl-C to the command, and its result when it comes at once; else it stays pending.
+              const late = await interruptedToolResult(deps.sandboxes, sandboxRef, conversation.workspaceDir, () =>
+                runTool(event, payload, sandboxRef, { attachMs: 700 }),
+              );
+              if (late) held.push(observationOf(event, payload, late));
+              break;
+            }
             // A sandbox that is gone or stopped will not come back by retrying: end the run.
             // Anything else (a driver hiccup) is thrown, and the job's retry resumes the run (the
             // held results are of calls run once through the sandbox: the retry reads them back).
@@ -371,8 +398,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           if (unrecordedTools.has(payload.tool_name)) await flush();
         }
         await flush();
+        if (deps.interrupt?.aborted) return await end("paused");
         continue;
       }
+      if (deps.interrupt?.aborted) return await end("paused");
 
       if (state.done) return await end("finished");
       if (state.pauseRequested) return await end("paused");
@@ -417,8 +446,11 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             }),
           messages,
           tools: toolDefinitions,
-        });
+        }, stopSignal(deps));
       } catch (err) {
+        deps.shutdown?.throwIfAborted();
+        // Interrupted: the call's answer is dropped, nothing of it stored.
+        if (deps.interrupt?.aborted) return await end("paused");
         if (!(err instanceof LlmError)) throw err;
         log.warn({ err, status: err.status }, "LLM call failed");
         return await end("error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);

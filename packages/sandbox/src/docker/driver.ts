@@ -1,13 +1,15 @@
 import type Docker from "dockerode";
-import type {
-  ExecOptions,
-  PreparedSandboxes,
-  SandboxContainment,
-  SandboxDriver,
-  SandboxInfo,
-  SandboxLimits,
-  SandboxSpec,
-  SandboxState,
+import {
+  type ExecOptions,
+  type PreparedSandboxes,
+  SANDBOX_STATE_DIR,
+  SANDBOX_STATE_MB,
+  type SandboxContainment,
+  type SandboxDriver,
+  type SandboxInfo,
+  type SandboxLimits,
+  type SandboxSpec,
+  type SandboxState,
 } from "../driver.ts";
 import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
 import { enforceDockerContainment } from "./containment.ts";
@@ -82,6 +84,8 @@ export const hardenedHostConfig = (limits: SandboxLimits, network: string, runti
     { Name: "nproc", Soft: limits.nproc ?? DEFAULT_NPROC, Hard: limits.nproc ?? DEFAULT_NPROC },
   ],
   ...(limits.diskMb ? { StorageOpt: { size: `${limits.diskMb}M` } } : {}),
+  // Outside the disk limit: the tools' state (SANDBOX_STATE_DIR). No exec from it, as for /dev/shm.
+  Tmpfs: { [SANDBOX_STATE_DIR]: `rw,nosuid,nodev,noexec,size=${SANDBOX_STATE_MB}m,mode=1777` },
   ...(runtime ? { Runtime: runtime } : {}),
   NetworkMode: network,
   PublishAllPorts: false,
