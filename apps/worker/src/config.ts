@@ -45,6 +45,11 @@ const workerConfigSchema = z.object({
   MAX_ITERATIONS: configFields.MAX_ITERATIONS,
   MAX_EVENTS_PER_CONVERSATION: configFields.MAX_EVENTS_PER_CONVERSATION,
   AGENT_HISTORY_WINDOW: configFields.AGENT_HISTORY_WINDOW,
+  /**
+   * Seconds a terminal command may print nothing before its call returns to the agent (exit code
+   * -1, the command still running); OpenHands' no-change timeout. A call with its own `timeout` waits that long instead.
+   */
+  TERMINAL_NO_CHANGE_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(30),
   MAX_SKILLS_BYTES: configFields.MAX_SKILLS_BYTES,
   SANDBOX_IDLE_PAUSE: configFields.SANDBOX_IDLE_PAUSE,
   SANDBOX_MAX_AGE: configFields.SANDBOX_MAX_AGE,

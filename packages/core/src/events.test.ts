@@ -136,10 +136,11 @@ const rowsWrittenBefore: { name: string; kind: string; source: string; payload: 
     payload: { key: "execution_status", value: "running" },
   },
   { name: "a pause", kind: "PauseEvent", source: "user", payload: {} },
+  { name: "an interrupt", kind: "InterruptEvent", source: "user", payload: {} },
 ];
 
 describe("the event union", () => {
-  it("has the seven kinds of DESIGN, each its own OpenAPI component", () => {
+  it("has the kinds of DESIGN, each its own OpenAPI component", () => {
     expect(eventKinds).toEqual([
       "MessageEvent",
       "ActionEvent",
@@ -148,6 +149,7 @@ describe("the event union", () => {
       "SystemPromptEvent",
       "ConversationStateUpdateEvent",
       "PauseEvent",
+      "InterruptEvent",
     ]);
     expect(eventSchema.options.map((o) => o.meta()?.id)).toEqual(eventKinds);
   });

@@ -124,6 +124,14 @@ export const eventSchema = z
       })
       .meta({ id: "ConversationStateUpdateEvent", description: "A change of the conversation's state" }),
     z.object(head("PauseEvent")).meta({ id: "PauseEvent", description: "The user asked the agent to pause" }),
+    z
+      .object(head("InterruptEvent"))
+      .meta({
+        id: "InterruptEvent",
+        description:
+          "The user stopped the agent now (POST /interrupt): the LLM call in flight was cancelled and the running " +
+          "command got Ctrl-C; a PauseEvent follows",
+      }),
   ])
   .meta({ id: "Event" });
 
@@ -211,6 +219,7 @@ export const newEvent = {
   executionStatus: (status: ExecutionStatus) =>
     draft("ConversationStateUpdateEvent", "environment", { key: "execution_status", value: status }),
   pause: () => draft("PauseEvent", "user", {}),
+  interrupt: () => draft("InterruptEvent", "user", {}),
 };
 
 /** A tool call the model got wrong, with what the history needs to give it back as that call's result. */

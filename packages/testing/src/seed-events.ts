@@ -71,6 +71,7 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
   SystemPromptEvent: (n) => newEvent.systemPrompt(`You are test agent ${n}.`, []),
   ConversationStateUpdateEvent: () => newEvent.executionStatus("running"),
   PauseEvent: () => newEvent.pause(),
+  InterruptEvent: () => newEvent.interrupt(),
 };
 
 /** A small, valid event of `kind` numbered `n` (its ids and texts say n), as the agent or the user writes it. */

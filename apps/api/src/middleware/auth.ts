@@ -73,8 +73,11 @@ const SESSION_ROUTES = [
   /^\/api\/v1\/conversation\/[^/]+\/events\/(search|count|stream)\/?$/,
   /^\/sockets\/events\/[^/]+\/?$/,
 ];
+// ...and one command: stopping its own conversation's agent (the route scopes it to that conversation).
+const SESSION_COMMANDS = [/^\/api\/v1\/conversation\/[^/]+\/interrupt\/?$/];
 const sessionMayCall = (method: string, path: string): boolean =>
-  (method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path));
+  ((method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path))) ||
+  (method === "POST" && SESSION_COMMANDS.some((r) => r.test(path)));
 
 const unauthorized = (message: string) => new UnauthorizedError(message);
 
