@@ -289,7 +289,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     event: { id: string },
     payload: ActionPayload,
     sandboxRef: SandboxRef | null,
-    opts: { attachMs?: number; signal?: AbortSignal } = {},
+    opts: { attachMs?: number; signal?: AbortSignal; interruptFirst?: boolean } = {},
   ) => {
     const { kind: _kind, ...args } = payload.action;
     const began = performance.now();
@@ -368,8 +368,9 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             deps.shutdown?.throwIfAborted();
             if (deps.interrupt?.aborted && sandboxRef) {
               // Ctrl-C to the command, and its result when it comes at once; else it stays pending.
-              const late = await interruptedToolResult(deps.sandboxes, sandboxRef, conversation.workspaceDir, () =>
-                runTool(event, payload, sandboxRef, { attachMs: 700 }),
+              const late = await interruptedToolResult(
+                () => runTool(event, payload, sandboxRef, { attachMs: 700, interruptFirst: true }),
+                (err) => log.warn({ err }, "no result of the interrupted call yet; it stays pending"),
               );
               if (late) held.push(observationOf(event, payload, late));
               break;

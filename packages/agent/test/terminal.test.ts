@@ -24,7 +24,7 @@ const terminal = (args: Record<string, unknown>) => ({ toolCalls: [{ name: "term
 const observations = (events: StoredEvent[]) =>
   events
     .filter((e): e is StoredEventOf<"ObservationEvent"> => e.kind === "ObservationEvent")
-    .map((e) => e.payload.observation as { exit_code: number; content: { text: string }[]; status: string });
+    .map((e) => e.payload.observation);
 
 const textOf = (o: { content: { text: string }[] } | undefined) => o?.content[0]?.text ?? "";
 

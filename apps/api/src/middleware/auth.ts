@@ -176,7 +176,7 @@ export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
   createMiddleware<AuthEnv>(async (c, next) => {
     const principal = await resolvePrincipal(c, deps, keyUsage);
     if (principal.kind === "session" && !sessionMayCall(c.req.method, c.req.path)) {
-      throw unauthorized("A session API key only reads its own conversation and its events");
+      throw unauthorized("A session API key only reads its own conversation and its events, and may interrupt it");
     }
     c.set("principal", principal);
     await next();

@@ -25,6 +25,8 @@ export interface ToolContext {
   noChangeTimeoutSeconds?: number;
   /** A terminal call already claimed waits only this long for its result (an interrupted run). */
   attachMs?: number;
+  /** The terminal gets Ctrl-C first (an interrupted run), then the call's result is read back. */
+  interruptFirst?: boolean;
   /** Stops waiting on the sandbox (interrupt, shutdown); what runs there goes on. */
   signal?: AbortSignal;
 }
@@ -60,6 +62,7 @@ const terminal = (args: ToolArgs<"terminal">, ctx: ToolContext): Promise<ToolOut
     ...(ctx.env ? { env: ctx.env } : {}),
     ...(ctx.noChangeTimeoutSeconds ? { noChangeTimeoutSeconds: ctx.noChangeTimeoutSeconds } : {}),
     ...(ctx.attachMs ? { attachMs: ctx.attachMs } : {}),
+    ...(ctx.interruptFirst ? { interruptFirst: true } : {}),
     ...(ctx.signal ? { signal: ctx.signal } : {}),
   });
 

@@ -214,10 +214,13 @@ wait_command() {
 }
 
 if [ "$TERN_MODE" = interrupt ]; then
-  # Ctrl-C to whatever runs in the shell; nothing is claimed (a second one is harmless).
+  # Ctrl-C to whatever runs in the shell; nothing is claimed (a second one is harmless). With an
+  # action, then that call's result, as a later call of it would read it.
   session_alive && running && T send-keys -t main C-c
-  printf 'TERN_TERM sent 0 0 0\n\n\n\n'
-  exit 0
+  if [ -z "$A" ] || [ ! -d "$D/act/$A" ]; then
+    printf 'TERN_TERM sent 0 0 0\n\n\n\n'
+    exit 0
+  fi
 fi
 
 claim=$D/act/$A

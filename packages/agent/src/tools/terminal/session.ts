@@ -32,6 +32,8 @@ export type TerminalStatus =
   | "lost"
   /** An attach that was asked to wait only so long, and the result is not there yet. */
   | "pending"
+  /** `interrupt`: Ctrl-C went to the shell (if a command ran). */
+  | "sent"
   | "error";
 
 export interface TerminalCall {
@@ -89,6 +91,7 @@ const statuses: ReadonlySet<string> = new Set<TerminalStatus>([
   "reset",
   "lost",
   "pending",
+  "sent",
   "error",
 ]);
 

@@ -20,6 +20,8 @@ export interface TerminalToolContext {
   noChangeTimeoutSeconds?: number;
   /** A call already claimed waits only this long for its result (an interrupted run), then reports it pending. */
   attachMs?: number;
+  /** Ctrl-C to the shell first, then the call's result as a later call of it reads it (one exec). */
+  interruptFirst?: boolean;
   signal?: AbortSignal;
 }
 
@@ -171,7 +173,9 @@ export const runTerminal = async (args: TerminalArgs, ctx: TerminalToolContext):
 
   let r: TerminalResult;
   let prefix = "";
-  if (args.reset) {
+  if (ctx.interruptFirst) {
+    r = await callTerminal({ ...base, actionId: ctx.actionId, mode: "interrupt" });
+  } else if (args.reset) {
     r = await callTerminal({ ...base, actionId: ctx.actionId, mode: "reset" });
     if (command && r.status === "reset") {
       prefix = `${RESET_TEXT}\n\n`;
@@ -190,23 +194,6 @@ export const runTerminal = async (args: TerminalArgs, ctx: TerminalToolContext):
     text,
     isError: isErrorStatus(r),
     observation: observationOf(args, r, text),
-    pending: r.status === "pending",
+    pending: r.status === "pending" || r.status === "sent",
   };
-};
-
-/** Ctrl-C to whatever command runs in the conversation's shell (an interrupt of the run). */
-export const interruptTerminal = async (
-  sandbox: Pick<SandboxDriver, "exec">,
-  sandboxRef: SandboxRef,
-  workspaceDir: string,
-): Promise<void> => {
-  await callTerminal({
-    sandbox,
-    sandboxRef,
-    mode: "interrupt",
-    hardTimeoutMs: 0,
-    noChangeTimeoutMs: 1000,
-    maxOutputBytes: 1000,
-    cwd: workspaceDir,
-  });
 };
