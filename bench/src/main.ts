@@ -15,6 +15,7 @@ import { eventsSearchRows } from "./rows/events-search.ts";
 import { readyRows } from "./rows/ready.ts";
 import { rssRows } from "./rows/rss.ts";
 import { streamRows } from "./rows/stream.ts";
+import { terminalRows } from "./rows/terminal.ts";
 
 /** Sections in run order; RSS last, as it reports what the others sampled. */
 const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> | BenchRow[] }[] = [
@@ -24,6 +25,7 @@ const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> 
   { name: "search", run: eventsSearchRows },
   { name: "get", run: conversationsGetRows },
   { name: "stream", run: streamRows },
+  { name: "terminal", run: terminalRows },
   { name: "rss", run: rssRows },
 ];
 

@@ -44,6 +44,8 @@ const EXPECTED_ROWS = [
   "stream.delivery.p99",
   "throughput.engines1",
   "throughput.engines2",
+  "terminal.echo.p50",
+  "terminal.echo.p99",
 ];
 
 const out = await mkdtemp(join(tmpdir(), "tern-bench-"));

@@ -9,3 +9,4 @@ export * from "./tools/definitions.ts";
 export * from "./tools/execute.ts";
 export * from "./tools/git.ts";
 export * from "./tools/run-once.ts";
+export { runTerminal } from "./tools/terminal/tool.ts";

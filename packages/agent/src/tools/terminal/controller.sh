@@ -5,7 +5,7 @@
 # workspace's disk limit: the tmux socket, each command's program, its exit status, and each
 # call's result. A full workspace disk therefore never keeps the agent from reading a result.
 #
-# Each call is claimed once by its ActionEvent id (`mkdir act/<id>`): the first controller sends
+# Each call is claimed once by its ActionEvent id (`act/<id>.claim`, made with O_EXCL): the first controller sends
 # the command or keys and writes the call's result there; a later one (a worker that took the run
 # over) never sends anything again: it waits for that result, or takes over the waiting itself
 # when the first controller is gone.
@@ -45,7 +45,7 @@ PS2=''
 __tern_prompt() {
   local e=\$?
   if [ -n "\${__tern_id:-}" ]; then
-    printf '%s\n%s\n%s\n' "\$e" "\$PWD" "\$(command -v python)" >"$D/cmd/\$__tern_id.exit"
+    { printf '%s\n%s\n' "\$e" "\$PWD"; command -v python; } >"$D/cmd/\$__tern_id.exit"
     __tern_id=
   fi
   return \$e
@@ -60,6 +60,7 @@ session_alive() { T has-session -t main 2>/dev/null; }
 NEW_SHELL=0
 start_session() {
   mkdir -p "$D/cmd" "$D/act" "$D/out"
+  [ -n "${TERN_DISK_CLAIMS:-}" ] && mkdir -p "$TERN_DISK_CLAIMS" 2>/dev/null
   [ -e "$D/started" ] && NEW_SHELL=1
   write_rc
   rm -f "$D/ready" "$D/busy"
@@ -81,7 +82,6 @@ start_session() {
   : >"$D/started"
 }
 
-ensure_session() { session_alive || start_session; }
 
 # The pane as text: its whole history, wrapped lines joined, trailing blank lines gone.
 capture() {
@@ -127,7 +127,8 @@ result() {
 
 finish() {
   if [ -n "$A" ]; then
-    printf '%s' "$RESULT" >"$D/act/$A/result.tmp" && mv "$D/act/$A/result.tmp" "$D/act/$A/result"
+    # The result, then its mark: a reader waits for the mark, never reads half a result.
+    printf '%s' "$RESULT" >"$D/act/$A.result" && : >"$D/act/$A.done"
   fi
   printf '%s' "$RESULT"
   exit 0
@@ -144,7 +145,7 @@ running() {
 # What the command printed since the last call about it showed (OpenHands' removeprefix).
 new_output() {
   local prev=
-  [ -f "$D/cmd/$CUR.prev" ] && prev=$(<"$D/cmd/$CUR.prev")
+  [ -f "$D/cmd/$CUR.prev" ] && IFS= read -r -d '' prev <"$D/cmd/$CUR.prev"
   command_output
   if [ -n "$prev" ] && [[ $OUT == "$prev"* ]]; then NEW=${OUT:${#prev}}; else NEW=$OUT; fi
   NEW=${NEW#$'\n'}
@@ -154,12 +155,10 @@ new_output() {
 # Waits for the running command CUR to end, to print nothing new for TERN_NOCHANGE_MS, or for
 # TERN_HARD_MS to pass; writes the call's result.
 wait_command() {
-  local started last_change last_cap= step=0.002 seen_exit=0 ec
+  local started last_change last_cap= naps=0 seen_exit=0 ec
   now
   started=$NOW
   last_change=$NOW
-  capture
-  last_cap=$CAP
   local next_capture=$((NOW + 200))
   while :; do
     if [ -f "$D/cmd/$CUR.exit" ]; then
@@ -174,7 +173,7 @@ wait_command() {
         return
       fi
       seen_exit=$((seen_exit + 1))
-      nap 0.01
+      nap 0.005
       continue
     fi
     now
@@ -202,14 +201,9 @@ wait_command() {
       result no_change -1 "$NEW"
       return
     fi
-    nap "$step"
-    case $step in
-      0.002) step=0.005 ;;
-      0.005) step=0.01 ;;
-      0.01) step=0.02 ;;
-      0.02) step=0.05 ;;
-      *) step=0.1 ;;
-    esac
+    # Often at first (most commands end within milliseconds), then less.
+    naps=$((naps + 1))
+    if [ "$naps" -le 40 ]; then nap 0.003; elif [ "$naps" -le 80 ]; then nap 0.02; else nap 0.1; fi
   done
 }
 
@@ -217,29 +211,34 @@ if [ "$TERN_MODE" = interrupt ]; then
   # Ctrl-C to whatever runs in the shell; nothing is claimed (a second one is harmless). With an
   # action, then that call's result, as a later call of it would read it.
   session_alive && running && T send-keys -t main C-c
-  if [ -z "$A" ] || [ ! -d "$D/act/$A" ]; then
+  if [ -z "$A" ] || [ ! -f "$D/act/$A.claim" ]; then
     printf 'TERN_TERM sent 0 0 0\n\n\n\n'
     exit 0
   fi
 fi
 
 claim=$D/act/$A
-mkdir -p "$D/act" 2>/dev/null
-if ! mkdir "$claim" 2>/dev/null; then
+[ -d "$D/act" ] || mkdir -p "$D/act" 2>/dev/null
+# The claim: created only if absent (noclobber is O_EXCL), holding its controller's pid.
+set -C
+CLAIMED=0
+{ echo $$ >"$claim.claim"; } 2>/dev/null && CLAIMED=1
+set +C
+if [ "$CLAIMED" = 0 ]; then
   # Claimed before: never send it again. Its result, once its controller writes it.
   waited=0
   while :; do
-    if [ -f "$claim/result" ]; then
-      cat "$claim/result"
+    if [ -f "$claim.done" ]; then
+      cat "$claim.result"
       exit 0
     fi
     owner=
-    [ -f "$claim/pid" ] && read -r owner <"$claim/pid"
+    read -r owner <"$claim.claim"
     if [ -z "$owner" ] || ! kill -0 "$owner" 2>/dev/null; then
       # Its controller is gone without a result (it cannot be, short of a kill inside the
       # sandbox): take the waiting over when the call was sent, else say what happened.
-      echo $$ >"$claim/pid"
-      if [ -f "$claim/sent" ] && session_alive && running; then
+      echo $$ >"$claim.claim"
+      if [ -f "$claim.sent" ] && session_alive && running; then
         wait_command
         finish
       fi
@@ -255,7 +254,6 @@ if ! mkdir "$claim" 2>/dev/null; then
     waited=$((waited + 20))
   done
 fi
-echo $$ >"$claim/pid"
 if [ -n "${TERN_DISK_CLAIMS:-}" ]; then
   # Marked on disk too (when the disk takes it): a restarted container has a fresh tmpfs.
   if [ -e "$TERN_DISK_CLAIMS/$A" ]; then
@@ -263,7 +261,7 @@ if [ -n "${TERN_DISK_CLAIMS:-}" ]; then
     result lost -1 ""
     finish
   fi
-  mkdir -p "$TERN_DISK_CLAIMS/$A" 2>/dev/null
+  : >"$TERN_DISK_CLAIMS/$A" 2>/dev/null
 fi
 # Now and then, results and outputs of calls long done go (the tmpfs is small).
 if [ $((RANDOM % 50)) -eq 0 ]; then
@@ -284,20 +282,30 @@ case $TERN_MODE in
     finish
     ;;
   run)
-    ensure_session || { result error -1 "The terminal could not be started: $(head -c 2000 "$D/tmux.err" 2>/dev/null)"; finish; }
     if running; then
-      capture
-      new_output
-      result refused -1 "$NEW"
-      finish
+      if session_alive; then
+        capture
+        new_output
+        result refused -1 "$NEW"
+        finish
+      fi
+      rm -f "$D/busy"
     fi
+    [ -d "$D/cmd" ] || mkdir -p "$D/cmd"
     printf '%s\n' "$TERN_TEXT" >"$D/cmd/$A"
     : >"$D/cmd/$A.prev"
-    echo "$A" >"$D/busy"
     CUR=$A
-    : >"$claim/sent"
-    T send-keys -t main -R \; clear-history -t main \; send-keys -t main -l "__tern_id=$A; . $D/cmd/$A" \; \
-      send-keys -t main Enter
+    : >"$claim.sent"
+    # Typed into the shell: a screen cleared, then one short line that runs the program in it.
+    type_command() {
+      T send-keys -t main -R \; clear-history -t main \; send-keys -t main -l "__tern_id=$A; . $D/cmd/$A" \; \
+        send-keys -t main Enter 2>/dev/null
+    }
+    if ! type_command; then
+      start_session || { result error -1 "The terminal could not be started: $(head -c 2000 "$D/tmux.err" 2>/dev/null)"; finish; }
+      type_command
+    fi
+    echo "$A" >"$D/busy"
     wait_command
     finish
     ;;
@@ -308,7 +316,7 @@ case $TERN_MODE in
       finish
     fi
     if [ "$TERN_MODE" = input ]; then
-      : >"$claim/sent"
+      : >"$claim.sent"
       if [ -n "${TERN_KEY:-}" ]; then
         T send-keys -t main "$TERN_KEY"
       else
