@@ -70,11 +70,8 @@ const conversation = async (id: string): Promise<ConversationRecord> => {
 };
 
 const events = async (id: string): Promise<EventItem[]> =>
-  (
-    await json<{ items: EventItem[] }>(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=100`, { key }),
-    )
-  ).items;
+  (await json<{ items: EventItem[] }>(await api.call(`/api/v1/conversation/${id}/events/search?limit=100`, { key })))
+    .items;
 
 const kindsOf = (items: EventItem[]) =>
   items.map((e) => (e.kind === "ConversationStateUpdateEvent" ? e.value : e.kind));
@@ -107,7 +104,9 @@ const sandboxOf = async (conversationId: string): Promise<string> => {
 };
 
 const toUuid = (hex: string) =>
-  hex.includes("-") ? hex : `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  hex.includes("-")
+    ? hex
+    : `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 
 /** POST /interrupt as `headers` say; how long until the conversation is `paused` (ms). */
 const interruptAndTime = async (id: string, headers: Record<string, string>) => {
@@ -132,14 +131,11 @@ describe("POST /api/v1/conversation/{id}/interrupt", () => {
     );
     const id = await start("Sleep a minute.");
     const ref = await sandboxOf(id);
-    await waitFor(
-      async () => (await sandboxes.exec(ref, { cmd: ["test", "-e", "/tmp/began"] })).exitCode === 0,
-      {
-        what: "the command to run",
-        timeoutMs: 60_000,
-        detail: async () => `${JSON.stringify(await events(id))}\n${worker.output().slice(-3000)}`,
-      },
-    );
+    await waitFor(async () => (await sandboxes.exec(ref, { cmd: ["test", "-e", "/tmp/began"] })).exitCode === 0, {
+      what: "the command to run",
+      timeoutMs: 60_000,
+      detail: async () => `${JSON.stringify(await events(id))}\n${worker.output().slice(-3000)}`,
+    });
     const { session_api_key } = await conversation(id);
     const took = await interruptAndTime(id, { "X-Session-API-Key": session_api_key });
     expect(took).toBeLessThanOrEqual(1_000);

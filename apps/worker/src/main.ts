@@ -11,8 +11,8 @@ import {
   sandboxDriverConfig,
   traceSandboxDriver,
 } from "@tern/sandbox";
-import { loadWorkerConfig, sandboxLimitsOf, type WorkerConfig } from "./config.ts";
 import { startRunInterrupts } from "./agent/run-interrupts.ts";
+import { loadWorkerConfig, sandboxLimitsOf, type WorkerConfig } from "./config.ts";
 import type { WorkerDeps } from "./deps.ts";
 import { startWorkerHttp } from "./http/index.ts";
 import { startJanitorSchedule } from "./janitor-schedule.ts";

@@ -32,8 +32,8 @@ import { analyzeRun } from "./run-state.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
-import { interruptedToolResult, stopSignal } from "./tools/terminal/interrupt.ts";
 import type { GitToolRunner } from "./tools/git.ts";
+import { interruptedToolResult, stopSignal } from "./tools/terminal/interrupt.ts";
 
 /** What a run takes from its conversation's user: called once per run, holding the conversation. */
 export interface AgentRunContext {
@@ -437,17 +437,20 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       metrics.agentSteps.inc();
       const llmBegan = performance.now();
       try {
-        response = await llm.complete({
-          system:
-            system ??
-            buildSystemPrompt({
-              workspaceDir: conversation.workspaceDir,
-              repository: conversation.selectedRepository,
-              skills: conversation.skills,
-            }),
-          messages,
-          tools: toolDefinitions,
-        }, stopSignal(deps));
+        response = await llm.complete(
+          {
+            system:
+              system ??
+              buildSystemPrompt({
+                workspaceDir: conversation.workspaceDir,
+                repository: conversation.selectedRepository,
+                skills: conversation.skills,
+              }),
+            messages,
+            tools: toolDefinitions,
+          },
+          stopSignal(deps),
+        );
       } catch (err) {
         deps.shutdown?.throwIfAborted();
         // Interrupted: the call's answer is dropped, nothing of it stored.

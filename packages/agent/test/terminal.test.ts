@@ -104,6 +104,7 @@ describe("the terminal: one live shell per conversation", () => {
       terminal({ command: "while true; do echo tick; sleep 1; done", timeout: 3 }),
       terminal({ command: "C-c", is_input: true }),
       terminal({ command: "echo after-$KEPT" }),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template.
       terminal({ command: "echo reset-${KEPT:-gone}", reset: true }),
       { text: "done" },
     );

@@ -124,14 +124,12 @@ export const eventSchema = z
       })
       .meta({ id: "ConversationStateUpdateEvent", description: "A change of the conversation's state" }),
     z.object(head("PauseEvent")).meta({ id: "PauseEvent", description: "The user asked the agent to pause" }),
-    z
-      .object(head("InterruptEvent"))
-      .meta({
-        id: "InterruptEvent",
-        description:
-          "The user stopped the agent now (POST /interrupt): the LLM call in flight was cancelled and the running " +
-          "command got Ctrl-C; a PauseEvent follows",
-      }),
+    z.object(head("InterruptEvent")).meta({
+      id: "InterruptEvent",
+      description:
+        "The user stopped the agent now (POST /interrupt): the LLM call in flight was cancelled and the running " +
+        "command got Ctrl-C; a PauseEvent follows",
+    }),
   ])
   .meta({ id: "Event" });
 

@@ -120,7 +120,10 @@ export const interruptConversation = async (
   });
   if (!asked?.activeRunId) return;
   await deps.publish(conversation.id).catch((err: unknown) => {
-    deps.logger.warn({ err, conversation_id: conversation.id }, "interrupt not published; the run stops at its next step");
+    deps.logger.warn(
+      { err, conversation_id: conversation.id },
+      "interrupt not published; the run stops at its next step",
+    );
   });
 };
 

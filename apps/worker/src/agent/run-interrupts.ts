@@ -13,7 +13,7 @@ export interface RunInterrupts {
   interrupt(conversationId: string): void;
 }
 
-export const createRunInterrupts = (): RunInterrupts => {
+const createRunInterrupts = (): RunInterrupts => {
   const held = new Map<string, Set<AbortController>>();
   return {
     track(conversationId) {
@@ -36,9 +36,11 @@ export const createRunInterrupts = (): RunInterrupts => {
 };
 
 /** The registry, fed by the API's interrupts (Redis pub/sub); `stop` ends the subscription. */
-export const startRunInterrupts = async (
-  deps: { redis: Pick<Redis, "duplicate">; prefix: string; logger: Logger },
-): Promise<{ interrupts: RunInterrupts; stop: () => void }> => {
+export const startRunInterrupts = async (deps: {
+  redis: Pick<Redis, "duplicate">;
+  prefix: string;
+  logger: Logger;
+}): Promise<{ interrupts: RunInterrupts; stop: () => void }> => {
   const interrupts = createRunInterrupts();
   const stop = await listenForRunInterrupts(
     deps.redis,

@@ -5,7 +5,7 @@ export const DEFAULT_NO_CHANGE_TIMEOUT_SECONDS = 30;
 /** Longest one call may wait when the model gives a `timeout`, in seconds. */
 const MAX_CALL_TIMEOUT_SECONDS = 24 * 3600;
 /** Commands travel in the exec's environment; a larger program belongs in a file. */
-export const MAX_COMMAND_BYTES = 100_000;
+const MAX_COMMAND_BYTES = 100_000;
 
 /** OpenHands' `TerminalAction` parameters, with its meanings. */
 export const terminalArgs = z
@@ -46,7 +46,8 @@ export const terminalArgs = z
       ),
   })
   .superRefine((a, ctx) => {
-    if (a.reset && a.is_input) ctx.addIssue({ code: "custom", path: ["reset"], message: "cannot be used with is_input" });
+    if (a.reset && a.is_input)
+      ctx.addIssue({ code: "custom", path: ["reset"], message: "cannot be used with is_input" });
     if (Buffer.byteLength(a.command) > MAX_COMMAND_BYTES) {
       ctx.addIssue({
         code: "custom",

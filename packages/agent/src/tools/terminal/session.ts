@@ -1,20 +1,20 @@
 import { readFileSync } from "node:fs";
-import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
+import { SANDBOX_STATE_DIR, type SandboxDriver, type SandboxRef } from "@tern/sandbox";
 
 /**
- * Where the terminal keeps its state in the sandbox: a tmpfs the driver mounts outside the
+ * Where the terminal keeps its state in the sandbox: the tmpfs the driver mounts outside the
  * workspace's disk limit (an older sandbox without it keeps the same files on its disk).
  */
-export const terminalStateDir = "/tmp/tern-term";
+const terminalStateDir = SANDBOX_STATE_DIR;
 /** A claim is also marked on the sandbox's disk (when it takes it): a restart wipes the tmpfs. */
 const diskClaimsDir = "/tmp/tern-tools/terminal";
 
 const controllerScript = readFileSync(new URL("./controller.sh", import.meta.url), "utf8");
 
-export type TerminalMode = "run" | "input" | "poll" | "reset" | "interrupt";
+type TerminalMode = "run" | "input" | "poll" | "reset" | "interrupt";
 
 /** How a call ended, as the controller reports it. */
-export type TerminalStatus =
+type TerminalStatus =
   /** The command ended (its prompt is back). */
   | "completed"
   /** Nothing new printed for the no-change timeout; the command runs on. */
@@ -74,7 +74,7 @@ export interface TerminalResult {
   output: string;
 }
 
-export class TerminalError extends Error {
+class TerminalError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "TerminalError";
@@ -96,7 +96,7 @@ const statuses: ReadonlySet<string> = new Set<TerminalStatus>([
 ]);
 
 /** The controller's answer: a header line, three lines of facts, then the new output. */
-export const parseControllerOutput = (stdout: string): TerminalResult | null => {
+const parseControllerOutput = (stdout: string): TerminalResult | null => {
   const lines = stdout.split("\n");
   const m = /^TERN_TERM (\w+) (-?\d+) (\d+) ([01])$/.exec(lines[0] ?? "");
   if (!m || !statuses.has(m[1] as string) || lines.length < 4) return null;

@@ -38,7 +38,8 @@ const TIMEOUT_HELP =
   'with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before ' +
   "sending your new command, or use the timeout parameter in terminal for future commands.";
 
-const RESET_TEXT = "Terminal session has been reset. All previous environment variables and session state have been cleared.";
+const RESET_TEXT =
+  "Terminal session has been reset. All previous environment variables and session state have been cleared.";
 
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -184,7 +185,13 @@ export const runTerminal = async (args: TerminalArgs, ctx: TerminalToolContext):
   } else if (!command) {
     r = await callTerminal({ ...base, actionId: ctx.actionId, mode: "poll" });
   } else if (args.is_input) {
-    r = await callTerminal({ ...base, actionId: ctx.actionId, mode: "input", text: args.command, key: specialKey(command) });
+    r = await callTerminal({
+      ...base,
+      actionId: ctx.actionId,
+      mode: "input",
+      text: args.command,
+      key: specialKey(command),
+    });
   } else {
     r = await callTerminal(runCall(ctx.actionId));
   }
