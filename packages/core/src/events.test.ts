@@ -215,6 +215,7 @@ describe("the event union", () => {
       newEvent.stateUpdate("title", "Renamed"),
       newEvent.executionStatus("finished"),
       newEvent.pause(),
+      newEvent.interrupt(),
     ];
     expect(new Set(drafts.map((d) => d.kind))).toEqual(new Set(eventKinds));
     drafts.forEach((d, i) => {
