@@ -126,6 +126,18 @@ describe("the terminal: one live shell per conversation", () => {
     expect(textOf(obs[5])).toMatch(/reset-gone/);
   }, 120_000);
 
+  it("keeps the shell across a pause and resume of the sandbox, between two runs", async () => {
+    const { conversationId, sandboxRef } = await fx.newConversation({ message: "Remember this." });
+    fx.llm.push(terminal({ command: "export KEPT=through-pause; cd /tmp" }), { text: "kept" });
+    await runWith(conversationId);
+    await fx.sandboxes.pause(sandboxRef);
+    await fx.sandboxes.resume(sandboxRef);
+    await fx.sayToAgent(conversationId, "What was it?");
+    fx.llm.push(terminal({ command: 'echo "$KEPT in $PWD"' }), { text: "it was kept" });
+    const { observations: obs } = await runWith(conversationId);
+    expect(textOf(obs[1])).toMatch(/^through-pause in \/tmp\n/);
+  });
+
   it("gives the shell the user's secrets, masked in what is stored", async () => {
     const { conversationId } = await fx.newConversation({ message: "Use the token." });
     fx.llm.push(terminal({ command: 'echo "token=$API_TOKEN"' }), { text: "done" });

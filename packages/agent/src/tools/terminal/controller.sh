@@ -217,6 +217,12 @@ if [ "$TERN_MODE" = interrupt ]; then
   fi
 fi
 
+# A sandbox from an image older than the live terminal: the caller runs the command another way.
+if ! command -v tmux >/dev/null 2>&1; then
+  printf 'TERN_TERM notmux -1 0 0\n\n\n\n'
+  exit 0
+fi
+
 claim=$D/act/$A
 [ -d "$D/act" ] || mkdir -p "$D/act" 2>/dev/null
 # The claim: created only if absent (noclobber is O_EXCL), holding its controller's pid.

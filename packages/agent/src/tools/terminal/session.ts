@@ -34,6 +34,8 @@ type TerminalStatus =
   | "pending"
   /** `interrupt`: Ctrl-C went to the shell (if a command ran). */
   | "sent"
+  /** The sandbox has no tmux (its image predates the live terminal): nothing was claimed or sent. */
+  | "notmux"
   | "error";
 
 export interface TerminalCall {
@@ -92,6 +94,7 @@ const statuses: ReadonlySet<string> = new Set<TerminalStatus>([
   "lost",
   "pending",
   "sent",
+  "notmux",
   "error",
 ]);
 

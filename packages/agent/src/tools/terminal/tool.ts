@@ -3,12 +3,13 @@ import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { z } from "zod";
 import { DEFAULT_NO_CHANGE_TIMEOUT_SECONDS, type terminalArgs } from "./definition.ts";
 import { specialKey } from "./keys.ts";
+import { runOneShot } from "./one-shot.ts";
 import { callTerminal, type TerminalCall, type TerminalResult } from "./session.ts";
 
 type TerminalArgs = z.infer<typeof terminalArgs>;
 
 export interface TerminalToolContext {
-  sandbox: Pick<SandboxDriver, "exec">;
+  sandbox: Pick<SandboxDriver, "exec" | "upload">;
   sandboxRef: SandboxRef;
   workspaceDir: string;
   /** The ActionEvent's id: the call's claim in the sandbox. */
@@ -194,6 +195,16 @@ export const runTerminal = async (args: TerminalArgs, ctx: TerminalToolContext):
     });
   } else {
     r = await callTerminal(runCall(ctx.actionId));
+  }
+  if (r.status === "notmux") {
+    if (command && !args.is_input) {
+      return { ...(await runOneShot(args.command, args.timeout, ctx)), pending: false };
+    }
+    r = {
+      ...r,
+      status: "error",
+      output: "This sandbox predates the live terminal: it takes commands only, each in a fresh bash.",
+    };
   }
   const previous = !command || (args.is_input ?? false);
   const text = `${prefix}${describe(args, r, noChangeSeconds, previous)}`;
