@@ -18,6 +18,7 @@ import { readyRows } from "./rows/ready.ts";
 import { rssRows } from "./rows/rss.ts";
 import { storageRows } from "./rows/storage.ts";
 import { streamRows } from "./rows/stream.ts";
+import { terminalRows } from "./rows/terminal.ts";
 
 /** Sections in run order; RSS last, as it reports what the others sampled. */
 const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> | BenchRow[] }[] = [
@@ -29,6 +30,7 @@ const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> 
   { name: "get", run: conversationsGetRows },
   { name: "stream", run: streamRows },
   { name: "llm", run: llmRequestSizeRows },
+  { name: "terminal", run: terminalRows },
   { name: "rss", run: rssRows },
 ];
 

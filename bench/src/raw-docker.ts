@@ -2,7 +2,7 @@ import type { SandboxDriver } from "@tern/sandbox";
 import type { DockerProbe, RawContainer } from "@tern/sandbox/docker";
 
 /** Label on every container the bench makes itself, so a crashed run's leftovers are easy to find. */
-const BENCH_LABEL = "tern.bench";
+export const BENCH_LABEL = "tern.bench";
 
 /**
  * The floor of a sandbox start: what the service's driver does at least (create a container with

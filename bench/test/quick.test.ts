@@ -48,6 +48,8 @@ const EXPECTED_ROWS = [
   "llm.request.condensed.mean",
   "llm.request.condensed.max",
   "llm.request.condensed.total",
+  "terminal.echo.p50",
+  "terminal.echo.p99",
 ];
 
 const out = await mkdtemp(join(tmpdir(), "tern-bench-"));

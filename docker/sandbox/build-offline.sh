@@ -15,7 +15,7 @@ TAG="${1:-tern-sandbox:latest}"
 MIRROR="${TERN_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE="${TERN_CACHE_DIR:-/var/cache/tern}"
 SUITE=bookworm
-PACKAGES=bash,git,ca-certificates,curl,python3,make,procps
+PACKAGES=bash,git,ca-certificates,curl,python3,python3-venv,make,procps,tmux
 
 log() { printf '[tern] %s\n' "$*" >&2; }
 die() { printf '[tern] error: %s\n' "$*" >&2; exit 1; }

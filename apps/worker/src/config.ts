@@ -47,6 +47,11 @@ const workerConfigSchema = z.object({
   AGENT_CONDENSER_MAX_EVENTS: configFields.AGENT_CONDENSER_MAX_EVENTS,
   AGENT_STUCK_MONOLOGUE: configFields.AGENT_STUCK_MONOLOGUE,
   LLM_CONTEXT_WINDOWS: configFields.LLM_CONTEXT_WINDOWS,
+  /**
+   * Seconds a terminal command may print nothing before its call returns to the agent (exit code
+   * -1, the command still running); OpenHands' no-change timeout. A call with its own `timeout` waits that long instead.
+   */
+  TERMINAL_NO_CHANGE_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(30),
   MAX_SKILLS_BYTES: configFields.MAX_SKILLS_BYTES,
   SANDBOX_IDLE_PAUSE: configFields.SANDBOX_IDLE_PAUSE,
   SANDBOX_MAX_AGE: configFields.SANDBOX_MAX_AGE,

@@ -4,6 +4,7 @@ import type { Queues } from "@tern/queue";
 import type { SandboxDriver, SandboxPool } from "@tern/sandbox";
 import type { Redis } from "ioredis";
 import type { Kysely } from "kysely";
+import type { RunInterrupts } from "./agent/run-interrupts.ts";
 import type { WorkerConfig } from "./config.ts";
 
 /** Everything a processor may use, built once by main.ts (or by a test with its own resources). */
@@ -25,4 +26,11 @@ export interface WorkerDeps {
   logger: Logger;
   /** Opens what the API sealed (secrets, tokens, keys) when a job needs it. */
   secretBox: SecretBox;
+  /** The agent runs this worker holds, which the user's interrupt stops (absent: runs stop between steps). */
+  runInterrupts?: RunInterrupts;
+  /**
+   * Aborted when the worker's shutdown grace (WORKER_SHUTDOWN_GRACE_MS) is over: whatever a run
+   * waits on (a terminal command, the LLM) stops waiting, and the run is handed back.
+   */
+  stopping?: AbortSignal;
 }

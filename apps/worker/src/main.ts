@@ -11,6 +11,7 @@ import {
   sandboxDriverConfig,
   traceSandboxDriver,
 } from "@tern/sandbox";
+import { startRunInterrupts } from "./agent/run-interrupts.ts";
 import { loadWorkerConfig, sandboxLimitsOf, type WorkerConfig } from "./config.ts";
 import type { WorkerDeps } from "./deps.ts";
 import { startWorkerHttp } from "./http/index.ts";
@@ -117,7 +118,23 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   const pool = config.SANDBOX_POOL_SIZE > 0 ? warmPool : null;
 
   const secretBox = secretBoxFromConfig(config);
-  const deps: WorkerDeps = { config, db, redis, queues, sandboxes, engineId, pool, logger, secretBox };
+  // The user's interrupts reach the runs this worker holds; past the shutdown grace, every wait stops.
+  const runInterrupts = await startRunInterrupts({ redis, prefix: config.REDIS_PREFIX, logger });
+  shutdown.register("run interrupts", runInterrupts.stop);
+  const stopping = new AbortController();
+  const deps: WorkerDeps = {
+    config,
+    db,
+    redis,
+    queues,
+    sandboxes,
+    engineId,
+    pool,
+    logger,
+    secretBox,
+    runInterrupts: runInterrupts.interrupts,
+    stopping: stopping.signal,
+  };
   const workers = startWorkers(deps);
   // Registered after the workers, so it stops first: no new tries are enqueued while jobs finish.
   const webhookSweep = startWebhookOutboxSweep(deps);
@@ -131,6 +148,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
     ]);
     if (!finished) {
       logger.warn("jobs still running after the grace period; handing them back");
+      stopping.abort(new Error("the worker is shutting down"));
       await Promise.all(workers.map((w) => w.close(true)));
     }
   });

@@ -23,9 +23,10 @@ afterAll(async () => {
 });
 
 describe("a worker killed during a run", () => {
-  it("another worker finishes the run, and the tool call that was running is executed once", async () => {
+  it("another worker finishes the run in the same live shell, and the command that was running is executed once", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({ message: "Mark the file." });
     fx.llm.push(
+      { toolCalls: [{ name: "terminal", arguments: { command: "export BEFORE=kept-across-workers" } }] },
       {
         toolCalls: [
           {
@@ -34,6 +35,7 @@ describe("a worker killed during a run", () => {
           },
         ],
       },
+      { toolCalls: [{ name: "terminal", arguments: { command: 'echo "$BEFORE"' } }] },
       { text: "Marked." },
     );
     const env = {
@@ -76,10 +78,18 @@ describe("a worker killed during a run", () => {
       "MessageEvent",
       "ActionEvent",
       "ObservationEvent",
+      "ActionEvent",
+      "ObservationEvent",
+      "ActionEvent",
+      "ObservationEvent",
       "MessageEvent",
     ]);
     expect(statusChanges(events)).toEqual(["running", "finished"]);
-    expect(JSON.stringify(events.find((e) => e.kind === "ObservationEvent")?.payload.observation)).toContain("marked");
+    const observations = events.filter((e) => e.kind === "ObservationEvent").map((e) => e.payload.observation);
+    expect(observations[1]).toMatchObject({ exit_code: 0, status: "completed" });
+    expect(observations[1]?.content[0]?.text).toMatch(/^marked\n/);
+    // The shell outlived the worker that started it: what the first command exported is still there.
+    expect(observations[2]?.content[0]?.text).toMatch(/^kept-across-workers\n/);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
 
     const run = await fx.database.db
@@ -90,7 +100,7 @@ describe("a worker killed during a run", () => {
     expect(run.attempts).toBe(2);
     expect(run.status).toBe("finished");
     expect(second.output()).toMatch(/"outcome":"resumed"/);
-    // The model was asked twice in all: the killed worker's call was not made again.
-    expect(fx.llm.requests).toHaveLength(2);
+    // The model was asked four times in all: the killed worker's call was not made again.
+    expect(fx.llm.requests).toHaveLength(4);
   });
 });

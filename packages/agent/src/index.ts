@@ -16,3 +16,4 @@ export * from "./tools/execute.ts";
 export * from "./tools/git.ts";
 export * from "./tools/run-once.ts";
 export * from "./tools/task-tracker.ts";
+export { runTerminal } from "./tools/terminal/tool.ts";

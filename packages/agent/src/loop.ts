@@ -48,6 +48,7 @@ import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/de
 import { executeTool } from "./tools/execute.ts";
 import type { GitToolRunner } from "./tools/git.ts";
 import { currentTaskList } from "./tools/task-tracker.ts";
+import { interruptedToolResult, stopSignal } from "./tools/terminal/interrupt.ts";
 
 /** What a run takes from its conversation's user: called once per run, holding the conversation. */
 export interface AgentRunContext {
@@ -78,7 +79,16 @@ export interface AgentRunDeps {
       MAX_BUDGET_PER_TASK?: number | undefined;
       /** Prices added to the built-in table (LLM_PRICES). */
       LLM_PRICES?: PriceTable;
+      /** Seconds a terminal command may print nothing before its call returns (default 30). */
+      TERMINAL_NO_CHANGE_TIMEOUT_SECONDS?: number;
     };
+  /**
+   * The user's interrupt (POST /interrupt): the LLM call in flight is cancelled, the running
+   * command gets Ctrl-C, and the run ends `paused` at once (tools/terminal/interrupt.ts).
+   */
+  interrupt?: AbortSignal;
+  /** The worker is stopping: waits on the LLM and the sandbox end now; the run is handed back. */
+  shutdown?: AbortSignal;
   /** The user's secrets, LLM and limits for this run (the worker reads and opens them); none: no user part. */
   runContext?: (conversation: Conversation) => Promise<AgentRunContext>;
   /**
@@ -296,7 +306,12 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     Math.min(deps.settings.MAX_ITERATIONS, context.maxIterations ?? deps.settings.MAX_ITERATIONS);
   const budget = () => context.maxBudgetPerTask ?? deps.settings.MAX_BUDGET_PER_TASK ?? null;
 
-  const runTool = async (event: { id: string }, payload: ActionPayload, sandboxRef: SandboxRef | null) => {
+  const runTool = async (
+    event: { id: string },
+    payload: ActionPayload,
+    sandboxRef: SandboxRef | null,
+    opts: { attachMs?: number; signal?: AbortSignal; interruptFirst?: boolean } = {},
+  ) => {
     const { kind: _kind, ...args } = payload.action;
     const began = performance.now();
     const result = await executeTool(payload.tool_name as ToolName, args as never, {
@@ -312,6 +327,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
         const latest = await events.latestObservationOf(conversationId, "task_tracker");
         return latest ? currentTaskList([latest]) : [];
       },
+      noChangeTimeoutSeconds: deps.settings.TERMINAL_NO_CHANGE_TIMEOUT_SECONDS,
+      ...opts,
     });
     metrics.toolDuration.observe({ tool: payload.tool_name }, (performance.now() - began) / 1000);
     return result;
@@ -402,10 +419,21 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           }
           // task_tracker reads the plan from the stored events: a plan held here is stored first.
           if (slowTools.has(payload.tool_name) || payload.tool_name === "task_tracker") await flush();
+          if (deps.interrupt?.aborted) break;
           let result: Awaited<ReturnType<typeof executeTool>>;
           try {
-            result = await runTool(event, payload, sandboxRef);
+            result = await runTool(event, payload, sandboxRef, { signal: stopSignal(deps) });
           } catch (err) {
+            deps.shutdown?.throwIfAborted();
+            if (deps.interrupt?.aborted && sandboxRef) {
+              // Ctrl-C to the command, and its result when it comes at once; else it stays pending.
+              const late = await interruptedToolResult(
+                () => runTool(event, payload, sandboxRef, { attachMs: 700, interruptFirst: true }),
+                (err) => log.warn({ err }, "no result of the interrupted call yet; it stays pending"),
+              );
+              if (late) held.push(observationOf(event, payload, late));
+              break;
+            }
             // A sandbox that is gone or stopped will not come back by retrying: end the run.
             // Anything else (a driver hiccup) is thrown, and the job's retry resumes the run (the
             // held results are of calls run once through the sandbox: the retry reads them back).
@@ -430,8 +458,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           if (unrecordedTools.has(payload.tool_name)) await flush();
         }
         await flush();
+        if (deps.interrupt?.aborted) return await end("paused");
         continue;
       }
+      if (deps.interrupt?.aborted) return await end("paused");
 
       if (state.done) return await end("finished");
       if (state.pauseRequested) return await end("paused");
@@ -496,8 +526,11 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       metrics.agentSteps.inc();
       const llmBegan = performance.now();
       try {
-        response = await llm.complete(request);
+        response = await llm.complete(request, stopSignal(deps));
       } catch (err) {
+        deps.shutdown?.throwIfAborted();
+        // Interrupted: the call's answer is dropped, nothing of it stored.
+        if (deps.interrupt?.aborted) return await end("paused");
         if (!(err instanceof LlmError)) throw err;
         // Too long for the provider: condense and try again, rather than end the run (a loop of
         // these is the context-error stuck pattern).

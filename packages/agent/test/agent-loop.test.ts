@@ -402,21 +402,24 @@ describe("agent runs, whatever the provider", () => {
     expect(error).toMatch(/anthropic model; this deployment's LLM is openai/);
   });
 
-  it("stops a terminal command at its time limit and cuts long output with a note", async () => {
+  it("returns at a call's time limit with the command still running, and cuts long output naming the whole", async () => {
     const { conversationId } = await fx.newConversation({ message: "Run things." });
     fx.llm.push(
       { toolCalls: [call("terminal", { command: "cd /tmp" })] },
       { toolCalls: [call("terminal", { command: "sleep 30", timeout: 1 })] },
+      { toolCalls: [call("terminal", { command: "C-c", is_input: true })] },
       { toolCalls: [call("terminal", { command: "pwd; head -c 100000 /dev/zero | tr '\\0' a; echo; echo END" })] },
       { text: "ok" },
     );
     await fx.run(conversationId, "openai");
     const observations = of(await fx.events(conversationId), "ObservationEvent");
-    expect(observations[1]?.payload.observation).toMatchObject({ timed_out: true, is_error: true });
-    expect(JSON.stringify(observations[1]?.payload.observation)).toMatch(/did not finish within 1 seconds/);
-    const long = observations[2]!.payload.observation;
+    expect(observations[1]?.payload.observation).toMatchObject({ timed_out: true, exit_code: -1 });
+    expect(JSON.stringify(observations[1]?.payload.observation)).toMatch(/timed out after 1 seconds/);
+    expect(observations[2]?.payload.observation).toMatchObject({ exit_code: 130 });
+    const long = observations[3]!.payload.observation;
     expect(long.output_cut_bytes).toBeGreaterThan(60_000);
     expect(long.content[0]?.text).toMatch(/output cut/);
+    expect(long.content[0]?.text).toMatch(/The whole output is in \/tmp\/tern-term\/out\//);
     expect(long.content[0]?.text).toMatch(/END/);
     expect(long.content[0]?.text.length).toBeLessThan(32_000);
     // The working directory carried over from the first command.

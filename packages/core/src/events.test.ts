@@ -136,6 +136,7 @@ const rowsWrittenBefore: { name: string; kind: string; source: string; payload: 
     payload: { key: "execution_status", value: "running" },
   },
   { name: "a pause", kind: "PauseEvent", source: "user", payload: {} },
+  { name: "an interrupt", kind: "InterruptEvent", source: "user", payload: {} },
 ];
 
 describe("the event union", () => {
@@ -149,6 +150,7 @@ describe("the event union", () => {
       "ConversationStateUpdateEvent",
       "PauseEvent",
       "CondensationEvent",
+      "InterruptEvent",
     ]);
     expect(eventSchema.options.map((o) => o.meta()?.id)).toEqual(eventKinds);
   });
@@ -221,6 +223,7 @@ describe("the event union", () => {
         kept_from_seq: 4,
         reason: "events",
       }),
+      newEvent.interrupt(),
     ];
     expect(new Set(drafts.map((d) => d.kind))).toEqual(new Set(eventKinds));
     drafts.forEach((d, i) => {

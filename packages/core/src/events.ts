@@ -147,6 +147,12 @@ export const eventSchema = z
         id: "CondensationEvent",
         description: "Part of the history was replaced by a summary in what the model is sent",
       }),
+    z.object(head("InterruptEvent")).meta({
+      id: "InterruptEvent",
+      description:
+        "The user stopped the agent now (POST /interrupt): the LLM call in flight was cancelled and the running " +
+        "command got Ctrl-C; a PauseEvent follows",
+    }),
   ])
   .meta({ id: "Event" });
 
@@ -235,6 +241,7 @@ export const newEvent = {
     draft("ConversationStateUpdateEvent", "environment", { key: "execution_status", value: status }),
   pause: () => draft("PauseEvent", "user", {}),
   condensation: (payload: EventPayload<"CondensationEvent">) => draft("CondensationEvent", "environment", payload),
+  interrupt: () => draft("InterruptEvent", "user", {}),
 };
 
 /** A tool call the model got wrong, with what the history needs to give it back as that call's result. */

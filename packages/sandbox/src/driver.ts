@@ -23,6 +23,15 @@ export const SandboxLabel = {
 } as const;
 
 /**
+ * A small memory-backed directory in every sandbox, outside its disk limit and gone when it
+ * restarts: the tools' own state (the terminal's programs, output and exit status), so a full
+ * workspace disk never keeps the agent from reading a result.
+ */
+export const SANDBOX_STATE_DIR = "/tmp/tern-term";
+/** Its size, in MiB (counted in the sandbox's memory). */
+export const SANDBOX_STATE_MB = 64;
+
+/**
  * How callers address a sandbox: what `create` gave back as `SandboxInfo.ref`, opaque to them
  * (Docker: the container id). A sandbox's `name` is accepted wherever a ref is, since names are
  * unique and chosen by the caller: a caller that lost the ref (a crash before it was recorded)
@@ -175,6 +184,11 @@ export interface ExecOptions {
   onOutput?: (chunk: string, stream: "stdout" | "stderr") => void;
   /** Kept output is capped at this many bytes per stream (default 1 MiB); `truncated` says so. */
   maxOutputBytes?: number;
+  /**
+   * Stops waiting: the call rejects with the signal's reason. The process itself runs on in the
+   * sandbox (no backend can kill an exec from outside); what it leaves behind is for a later call.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {

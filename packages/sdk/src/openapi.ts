@@ -1980,7 +1980,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2076,7 +2076,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2187,7 +2187,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | null)[];
+                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"] | null)[];
                     };
                 };
                 /** @description Malformed request or page_id */
@@ -2370,7 +2370,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2574,6 +2574,92 @@ export interface paths {
             requestBody?: never;
             responses: {
                 /** @description Pause requested */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Success"];
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Unknown, or not the caller's */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversation/{conversation_id}/interrupt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop the agent now
+         * @description Stores an InterruptEvent and a PauseEvent, and stops a run in progress at once, not between steps: its LLM call in flight is cancelled and its running command gets Ctrl-C. The conversation ends `paused`, with nothing half-written; POST /run continues it. The conversation's session key may call it.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    conversation_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Interrupted */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -4936,7 +5022,7 @@ export interface components {
             /** @description Give as page_id for the next page; null at the end */
             next_page_id: string | null;
         };
-        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"];
+        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"];
         /** @description A message from the user or an answer from the agent */
         MessageEvent: {
             /** Format: uuid */
@@ -5167,6 +5253,23 @@ export interface components {
             llm_response_id?: string;
             kept_from_seq?: number;
             reason?: string;
+        };
+        /** @description The user stopped the agent now (POST /interrupt): the LLM call in flight was cancelled and the running command got Ctrl-C; a PauseEvent follows */
+        InterruptEvent: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "InterruptEvent";
+            /** @enum {string} */
+            source: "agent" | "user" | "environment";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T21:11:34.123456Z
+             */
+            timestamp: string;
         };
         Success: {
             success: boolean;

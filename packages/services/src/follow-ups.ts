@@ -123,6 +123,31 @@ export const pauseConversation = async (
 };
 
 /**
+ * Stops the agent now (POST /interrupt): an InterruptEvent and a PauseEvent, then word to the
+ * workers (`publish`), whose run holding the conversation cancels its LLM call, sends Ctrl-C to
+ * its running command and ends `paused`. Should the word be lost, the PauseEvent still stops the
+ * run at its next step.
+ */
+export const interruptConversation = async (
+  deps: Pick<ServiceDeps, "db" | "limits" | "logger"> & { publish: (conversationId: string) => Promise<void> },
+  caller: Caller,
+  conversationId: string,
+): Promise<void> => {
+  const conversation = await ownedConversation(deps, caller, conversationId);
+  const asked = await agentRunsRepository(deps.db).requestPause(conversation.id, {
+    maxEvents: deps.limits?.maxEventsPerConversation,
+    interrupt: true,
+  });
+  if (!asked?.activeRunId) return;
+  await deps.publish(conversation.id).catch((err: unknown) => {
+    deps.logger.warn(
+      { err, conversation_id: conversation.id },
+      "interrupt not published; the run stops at its next step",
+    );
+  });
+};
+
+/**
  * Asks for a run of the agent, which continues from the stored events. ConflictError while a run
  * is going on (as OpenHands answers) or once the sandbox is gone.
  */

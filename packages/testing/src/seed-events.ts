@@ -78,6 +78,7 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
       summary_offset: 1,
       llm_response_id: `condensation-response-${n}`,
     }),
+  InterruptEvent: () => newEvent.interrupt(),
 };
 
 /** A small, valid event of `kind` numbered `n` (its ids and texts say n), as the agent or the user writes it. */

@@ -73,8 +73,11 @@ const SESSION_ROUTES = [
   /^\/api\/v1\/conversation\/[^/]+\/events\/(search|count|stream)\/?$/,
   /^\/sockets\/events\/[^/]+\/?$/,
 ];
+// ...and one command: stopping its own conversation's agent (the route scopes it to that conversation).
+const SESSION_COMMANDS = [/^\/api\/v1\/conversation\/[^/]+\/interrupt\/?$/];
 const sessionMayCall = (method: string, path: string): boolean =>
-  (method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path));
+  ((method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path))) ||
+  (method === "POST" && SESSION_COMMANDS.some((r) => r.test(path)));
 
 const unauthorized = (message: string) => new UnauthorizedError(message);
 
@@ -173,7 +176,7 @@ export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
   createMiddleware<AuthEnv>(async (c, next) => {
     const principal = await resolvePrincipal(c, deps, keyUsage);
     if (principal.kind === "session" && !sessionMayCall(c.req.method, c.req.path)) {
-      throw unauthorized("A session API key only reads its own conversation and its events");
+      throw unauthorized("A session API key only reads its own conversation and its events, and may interrupt it");
     }
     c.set("principal", principal);
     await next();

@@ -75,6 +75,8 @@
     const badge = $("execution-status");
     badge.textContent = value;
     badge.className = `badge ${value}`;
+    // Stop (POST /interrupt) while the agent works; a session key may call it too.
+    $("stop").hidden = value !== "running";
     if (FINAL.includes(value)) {
       $("final-state").hidden = false;
       $("final-state").textContent = `The agent stopped: ${value}`;
@@ -283,6 +285,7 @@
       if (ok) $("message").value = "";
     });
     $("pause").addEventListener("click", () => control(`/api/v1/conversation/${id}/pause`));
+    $("stop").addEventListener("click", () => control(`/api/v1/conversation/${id}/interrupt`));
     $("run").addEventListener("click", () => control(`/api/v1/conversation/${id}/run`));
     load().catch((err) => showSignIn(String(err)));
   });

@@ -28,6 +28,7 @@ export const agentRunProcessor =
   async (job, token) => {
     const { conversationId, runId } = job.data;
     const logger = deps.logger.child({ conversation_id: conversationId, job_id: job.id });
+    const interrupt = deps.runInterrupts?.track(conversationId);
     try {
       const run = () =>
         runAgent(
@@ -42,6 +43,8 @@ export const agentRunProcessor =
             git: createGitTools(deps),
             ensureSandboxRunning: (conversation) =>
               ensureSandboxRunning({ db: deps.db, sandboxes: deps.sandboxes, logger }, conversation),
+            ...(interrupt ? { interrupt: interrupt.signal } : {}),
+            ...(deps.stopping ? { shutdown: deps.stopping } : {}),
           },
           conversationId,
           runId,
@@ -67,11 +70,16 @@ export const agentRunProcessor =
       if (outcome.outcome === "skipped") logger.info({ reason: outcome.reason }, "agent run skipped");
     } catch (err) {
       if (err instanceof DelayedError) throw err;
+      // Stopped by the worker's shutdown: handed back (the job stalls and another worker resumes
+      // the run), never abandoned on its last attempt.
+      if (deps.stopping?.aborted) throw err;
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       logger.error({ err, attempt: job.attemptsMade + 1, last: lastAttempt }, "agent run failed");
       if (lastAttempt) {
         await abandonRun(deps.db, conversationId, runId, err instanceof Error ? err.message : String(err));
       }
       throw err;
+    } finally {
+      interrupt?.release();
     }
   };

@@ -4,20 +4,9 @@ import type { ToolDefinition } from "../llm/types.ts";
 import { createPullRequestArgs, gitPushArgs, gitToolDescriptions } from "./git.ts";
 import { invokeSkillArgs, invokeSkillDescription } from "./invoke-skill.ts";
 import { taskTrackerArgs, taskTrackerDescription } from "./task-tracker.ts";
+import { terminalArgs, terminalDescription } from "./terminal/definition.ts";
 
-/** Longest a terminal command may run, and its default, in seconds. */
-export const terminalTimeouts = { defaultSec: 120, maxSec: 600 } as const;
-
-export const terminalArgs = z.object({
-  command: z.string().min(1).describe("The bash command to run in the workspace (the working directory carries over)."),
-  timeout: z
-    .number()
-    .int()
-    .min(1)
-    .max(terminalTimeouts.maxSec)
-    .optional()
-    .describe(`Time limit in seconds (default ${terminalTimeouts.defaultSec}, at most ${terminalTimeouts.maxSec}).`),
-});
+export { terminalArgs };
 
 export const fileEditorArgs = z
   .object({
@@ -76,9 +65,7 @@ export type ToolArgs<N extends ToolName> = z.infer<(typeof toolArgs)[N]>;
 export const isToolName = (name: string): name is ToolName => Object.hasOwn(toolArgs, name);
 
 const descriptions: Record<ToolName, string> = {
-  terminal:
-    "Run a bash command in the sandbox. Output over the limit is cut in the middle. Commands that do not finish " +
-    "within the time limit are stopped. Do not start interactive programs.",
+  terminal: terminalDescription,
   file_editor:
     "View, create and edit files in the workspace: `view` shows a file with line numbers or lists a directory, " +
     "`create` writes a new file, `str_replace` replaces one exact occurrence, `insert` adds text after a line, " +

@@ -3,10 +3,11 @@ import { posix } from "node:path";
 import type { Conversation, Observation } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import { invokedSkillText } from "../skills.ts";
-import { type ToolArgs, type ToolName, terminalTimeouts } from "./definitions.ts";
+import type { ToolArgs, ToolName } from "./definitions.ts";
 import { type GitToolRunner, gitObservation } from "./git.ts";
-import { runOnce, toolStateDir } from "./run-once.ts";
+import { runOnce } from "./run-once.ts";
 import { runTaskTracker, type TaskItem } from "./task-tracker.ts";
+import { runTerminal } from "./terminal/tool.ts";
 
 export interface ToolContext {
   sandbox: Pick<SandboxDriver, "exec" | "upload">;
@@ -24,6 +25,14 @@ export interface ToolContext {
   conversation?: Conversation;
   /** The plan in force (task_tracker), read from the stored events; absent: none yet. */
   currentTaskList?: () => Promise<TaskItem[]>;
+  /** The terminal's no-change timeout, in seconds (TERMINAL_NO_CHANGE_TIMEOUT_SECONDS). */
+  noChangeTimeoutSeconds?: number;
+  /** A terminal call already claimed waits only this long for its result (an interrupted run). */
+  attachMs?: number;
+  /** The terminal gets Ctrl-C first (an interrupted run), then the call's result is read back. */
+  interruptFirst?: boolean;
+  /** Stops waiting on the sandbox (interrupt, shutdown); what runs there goes on. */
+  signal?: AbortSignal;
 }
 
 export interface ToolOutcome {
@@ -32,6 +41,8 @@ export interface ToolOutcome {
   isError: boolean;
   /** The ObservationEvent's `observation`. */
   observation: Observation;
+  /** The call's result is not there yet (ToolContext.attachMs passed): store nothing, ask again later. */
+  pending?: boolean;
 }
 
 const fileEditorScript = readFileSync(new URL("./file_editor.py", import.meta.url), "utf8");
@@ -45,37 +56,19 @@ export const workspacePath = (workspaceDir: string, path: string): string | null
   return abs === root || abs.startsWith(`${root}/`) ? abs : null;
 };
 
-const terminal = async (args: ToolArgs<"terminal">, ctx: ToolContext): Promise<ToolOutcome> => {
-  const timeoutSec = args.timeout ?? terminalTimeouts.defaultSec;
-  // The working directory carries over from one command to the next, as in a terminal.
-  const program = [
-    `if [ -f ${toolStateDir}/cwd ]; then cd "$(cat ${toolStateDir}/cwd)" 2>/dev/null; fi`,
-    args.command,
-    "__tern_exit=$?",
-    `pwd > ${toolStateDir}/cwd 2>/dev/null`,
-    "exit $__tern_exit",
-    "",
-  ].join("\n");
-  const r = await runOnce({ ...ctx, interpreter: "bash", program, cwd: ctx.workspaceDir, timeoutSec });
-  const notes: string[] = [];
-  if (r.timedOut) notes.push(`[The command did not finish within ${timeoutSec} seconds and was stopped.]`);
-  else notes.push(`[The command exited with code ${r.exitCode}.]`);
-  if (r.cutBytes > 0) notes.push(`[Output was cut: ${r.cutBytes} bytes in the middle were left out.]`);
-  const text = `${r.output}${r.output && !r.output.endsWith("\n") ? "\n" : ""}${notes.join("\n")}`;
-  return {
-    text,
-    isError: r.timedOut,
-    observation: {
-      kind: "TerminalObservation",
-      command: args.command,
-      exit_code: r.timedOut ? -1 : r.exitCode,
-      timed_out: r.timedOut,
-      output_cut_bytes: r.cutBytes,
-      content: textContent(text),
-      is_error: r.timedOut,
-    },
-  };
-};
+const terminal = (args: ToolArgs<"terminal">, ctx: ToolContext): Promise<ToolOutcome> =>
+  runTerminal(args, {
+    sandbox: ctx.sandbox,
+    sandboxRef: ctx.sandboxRef,
+    workspaceDir: ctx.workspaceDir,
+    actionId: ctx.actionId,
+    maxOutputBytes: ctx.maxOutputBytes,
+    ...(ctx.env ? { env: ctx.env } : {}),
+    ...(ctx.noChangeTimeoutSeconds ? { noChangeTimeoutSeconds: ctx.noChangeTimeoutSeconds } : {}),
+    ...(ctx.attachMs ? { attachMs: ctx.attachMs } : {}),
+    ...(ctx.interruptFirst ? { interruptFirst: true } : {}),
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
+  });
 
 const fileEditor = async (args: ToolArgs<"file_editor">, ctx: ToolContext): Promise<ToolOutcome> => {
   const path = workspacePath(ctx.workspaceDir, args.path);

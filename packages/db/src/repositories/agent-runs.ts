@@ -183,14 +183,18 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
      * A PauseEvent from the user. A running run sees it between two steps and stops `paused`;
      * with no run in progress the conversation is `paused` at once.
      */
+    /**
+     * A PauseEvent (with `interrupt`, an InterruptEvent before it): the run in progress stops at
+     * its next step, or at once when its worker hears of the interrupt.
+     */
     async requestPause(
       conversationId: string,
-      opts: { maxEvents?: number } = {},
+      opts: { maxEvents?: number; interrupt?: boolean } = {},
     ): Promise<{ activeRunId: string | null } | null> {
       return db.transaction().execute(async (trx) => {
         const row = await lockRow(trx, conversationId);
         if (!row) return null;
-        const drafts: EventDraft[] = [newEvent.pause()];
+        const drafts: EventDraft[] = [...(opts.interrupt ? [newEvent.interrupt()] : []), newEvent.pause()];
         if (!row.active_run_id && row.execution_status !== "paused") drafts.push(newEvent.executionStatus("paused"));
         await eventsRepository(trx).append(conversationId, drafts, opts);
         if (!row.active_run_id) await setStatus(trx, conversationId, "paused", false);

@@ -1,15 +1,17 @@
 import type { Logger } from "@tern/core";
 import type Docker from "dockerode";
-import type {
-  ContainmentState,
-  ExecOptions,
-  PreparedSandboxes,
-  SandboxContainment,
-  SandboxDriver,
-  SandboxInfo,
-  SandboxLimits,
-  SandboxSpec,
-  SandboxState,
+import {
+  type ContainmentState,
+  type ExecOptions,
+  type PreparedSandboxes,
+  SANDBOX_STATE_DIR,
+  SANDBOX_STATE_MB,
+  type SandboxContainment,
+  type SandboxDriver,
+  type SandboxInfo,
+  type SandboxLimits,
+  type SandboxSpec,
+  type SandboxState,
 } from "../driver.ts";
 import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
 import { type DockerContainment, enforceDockerContainment } from "./containment.ts";
@@ -86,6 +88,8 @@ export const hardenedHostConfig = (limits: SandboxLimits, network: string, runti
     { Name: "nproc", Soft: limits.nproc ?? DEFAULT_NPROC, Hard: limits.nproc ?? DEFAULT_NPROC },
   ],
   ...(limits.diskMb ? { StorageOpt: { size: `${limits.diskMb}M` } } : {}),
+  // Outside the disk limit: the tools' state (SANDBOX_STATE_DIR). No exec from it, as for /dev/shm.
+  Tmpfs: { [SANDBOX_STATE_DIR]: `rw,nosuid,nodev,noexec,size=${SANDBOX_STATE_MB}m,mode=1777` },
   ...(runtime ? { Runtime: runtime } : {}),
   NetworkMode: network,
   PublishAllPorts: false,

@@ -41,7 +41,11 @@ const withTimeLimit = (cmd: string[], timeoutMs: number | undefined): string[] =
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+const abortReason = (signal: AbortSignal): Error =>
+  signal.reason instanceof Error ? signal.reason : new DOMException("the exec was aborted", "AbortError");
+
 export const runExec = async (container: Docker.Container, opts: ExecOptions): Promise<ExecResult> => {
+  opts.signal?.throwIfAborted();
   const started = Date.now();
   const maxOutput = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
   const hasStdin = opts.stdin !== undefined;
@@ -73,12 +77,22 @@ export const runExec = async (container: Docker.Container, opts: ExecOptions): P
   await new Promise<void>((resolve, reject) => {
     let watchdog: NodeJS.Timeout | undefined;
     let settled = false;
+    const onAbort = () => {
+      if (settled) return;
+      abandoned = true;
+      stream.destroy();
+      finish(abortReason(opts.signal as AbortSignal));
+    };
     const finish = (err?: Error) => {
+      if (settled) return;
       settled = true;
       if (watchdog) clearTimeout(watchdog);
+      opts.signal?.removeEventListener("abort", onAbort);
       if (err) reject(err);
       else resolve();
     };
+    if (opts.signal?.aborted) return onAbort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
     // While the sandbox is paused (frozen) its processes, `timeout` among them, make no progress:
     // the command is not late, it is waiting. The watchdog looks again rather than abandon it.
     const arm = (ms: number) => {
