@@ -36,6 +36,18 @@ const list = z.preprocess(
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const emptyAsUndefined = (v: unknown) => (v === "" ? undefined : v);
 
+/** A JSON object setting, checked by `schema`; unset or empty: `{}`. Text that is not JSON fails the schema. */
+const jsonRecord = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => {
+    if (v === undefined || v === "") return {};
+    if (typeof v !== "string") return v;
+    try {
+      return JSON.parse(v);
+    } catch {
+      return "not JSON";
+    }
+  }, schema);
+
 const flag = z.preprocess(
   (v) => (typeof v === "string" ? v.trim().toLowerCase() || undefined : v),
   z.enum(["true", "false", "1", "0", "yes", "no"]).transform((v) => v === "true" || v === "1" || v === "yes"),
@@ -91,16 +103,7 @@ export const configFields = {
   /** Models a conversation may use on the operator's key, comma-separated (`*`: any of LLM_PROVIDER's); unset: LLM_MODEL only. */
   LLM_MODELS: list,
   /** Prices (USD per 1M tokens) added to the built-in table: JSON `{"model": {"input": n, "output": n, "cacheRead"?: n, "cacheWrite"?: n}}`. */
-  LLM_PRICES: z.preprocess(
-    (v) => {
-      if (v === undefined || v === "") return {};
-      if (typeof v !== "string") return v;
-      try {
-        return JSON.parse(v);
-      } catch {
-        return "not JSON";
-      }
-    },
+  LLM_PRICES: jsonRecord(
     z.record(
       z.string(),
       z.object({
@@ -150,18 +153,7 @@ export const configFields = {
   /** Talk-only responses in a row (answers, `think` calls) that make a stuck monologue; 0: off. */
   AGENT_STUCK_MONOLOGUE: int(0, 10_000).default(6),
   /** Context windows (tokens) added to the built-in table: JSON `{"model": tokens}`. */
-  LLM_CONTEXT_WINDOWS: z.preprocess(
-    (v) => {
-      if (v === undefined || v === "") return {};
-      if (typeof v !== "string") return v;
-      try {
-        return JSON.parse(v);
-      } catch {
-        return "not JSON";
-      }
-    },
-    z.record(z.string(), z.number().int().positive()),
-  ),
+  LLM_CONTEXT_WINDOWS: jsonRecord(z.record(z.string(), z.number().int().positive())),
   /** Webhook URLs on private, loopback, link-local or otherwise non-public addresses (API and worker). */
   WEBHOOK_ALLOW_PRIVATE: flag.default(false),
   /** Webhook URLs over plain http (API and worker). */

@@ -1,3 +1,4 @@
+import { lookUpModel } from "./model-tables.ts";
 /** Model name → tokens of its context window (input and output together). */
 export type ContextWindowTable = Readonly<Record<string, number>>;
 
@@ -28,14 +29,5 @@ export const defaultContextWindows: ContextWindowTable = {
 };
 
 /** The context window of `model` (provider prefix ignored), or null when the tables do not know it. */
-export const contextWindowOf = (model: string, extra: ContextWindowTable = {}): number | null => {
-  const name = model.replace(/^(openai|anthropic)\//i, "");
-  for (const table of [extra, defaultContextWindows]) {
-    if (table[name]) return table[name];
-    const prefix = Object.keys(table)
-      .filter((k) => name.startsWith(`${k}-`))
-      .sort((a, b) => b.length - a.length)[0];
-    if (prefix) return table[prefix] ?? null;
-  }
-  return null;
-};
+export const contextWindowOf = (model: string, extra: ContextWindowTable = {}): number | null =>
+  lookUpModel(model, [extra, defaultContextWindows]);

@@ -1,3 +1,4 @@
+import { lookUpModel } from "./model-tables.ts";
 import type { LlmProvider, LlmUsage } from "./types.ts";
 
 /** USD per million tokens. `cacheRead`/`cacheWrite` default to `input`. */
@@ -37,17 +38,8 @@ export const defaultPrices: PriceTable = {
 };
 
 /** The price of `model` (provider prefix ignored), or null when the tables do not know it. */
-export const priceOf = (model: string, extra: PriceTable = {}): ModelPrice | null => {
-  const name = model.replace(/^(openai|anthropic)\//i, "");
-  for (const table of [extra, defaultPrices]) {
-    if (table[name]) return table[name];
-    const prefix = Object.keys(table)
-      .filter((k) => name.startsWith(`${k}-`))
-      .sort((a, b) => b.length - a.length)[0];
-    if (prefix) return table[prefix] ?? null;
-  }
-  return null;
-};
+export const priceOf = (model: string, extra: PriceTable = {}): ModelPrice | null =>
+  lookUpModel(model, [extra, defaultPrices]);
 
 /**
  * The USD cost of one call. OpenAI counts cached tokens inside `prompt_tokens`; Anthropic counts
