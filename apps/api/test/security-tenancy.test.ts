@@ -173,6 +173,10 @@ const OWNER_CALLS: Record<string, OwnerCall> = {
     ids: async () => ({ conversation_id: await fresh.conversation() }),
     status: 200,
   },
+  "POST /api/v1/conversation/{conversation_id}/interrupt": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
   "POST /api/v1/conversation/{conversation_id}/run": {
     ids: async () => ({ conversation_id: await fresh.conversation() }),
     status: 409,
