@@ -9,6 +9,7 @@ import { type AuthEnv, authenticate } from "./middleware/auth.ts";
 import { errorResponse } from "./middleware/errors.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
 import { notFoundOrMethodNotAllowed } from "./middleware/not-found.ts";
+import { rejectNulCharacters } from "./middleware/nul-characters.ts";
 import { createRateLimiter, rateLimit } from "./middleware/rate-limit.ts";
 import { requestLog } from "./middleware/request-log.ts";
 import { validationHook } from "./middleware/validation.ts";
@@ -96,6 +97,7 @@ export const createApp = (given: ApiDeps) => {
   // Everything under /api needs a key; handlers read the caller with c.get("principal").
   app.use("/api/*", authenticate(deps, keyUsage));
   if (limiter) app.use("/api/*", rateLimit(limiter));
+  app.use("/api/*", rejectNulCharacters());
   app.use("/sockets/*", authenticate(deps, keyUsage));
   if (limiter) app.use("/sockets/*", rateLimit(limiter));
   registerEventSocket(app, deps);

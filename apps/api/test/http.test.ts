@@ -46,6 +46,31 @@ describe("errors are JSON with a stable code", () => {
     }
   });
 
+  it("answers a NUL character in a query or a JSON string with 422, and writes nothing", async () => {
+    // Postgres keeps no NUL in text: before, the search below failed inside its query (500).
+    const search = await api.call("/api/v1/app-conversations/count?title__contains=a%00b", { key });
+    expect(search.status).toBe(422);
+    expect((await errorOf(search)).code).toBe("validation_failed");
+    const before = await api.call("/api/keys", { key });
+    const created = await api.call("/api/keys", {
+      key,
+      method: "POST",
+      body: '{"name": "a\\u0000b"}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(created.status).toBe(422);
+    expect((await errorOf(created)).code).toBe("validation_failed");
+    expect(await (await api.call("/api/keys", { key })).json()).toEqual(await before.json());
+    // An escaped backslash before "u0000" is text, not a NUL.
+    const text = await api.call("/api/keys", {
+      key,
+      method: "POST",
+      body: '{"name": "a\\\\u0000b"}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(text.status).toBe(201);
+  });
+
   it("answers malformed JSON with 400", async () => {
     for (const path of ["/api/keys", "/api/v1/app-conversations"]) {
       const res = await api.call(path, {
