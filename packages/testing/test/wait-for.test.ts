@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { scaled } from "../src/time-scale.ts";
 import { waitFor } from "../src/wait-for.ts";
 
 describe("waitFor", () => {
@@ -18,7 +19,10 @@ describe("waitFor", () => {
         },
         { what: "the task to be READY", timeoutMs: 30, intervalMs: 5, detail: () => `status ${last}` },
       ),
-    ).rejects.toThrow(/^timed out after 30 ms waiting for the task to be READY\nstatus WORKING$/);
+    ).rejects.toThrow(
+      // The deadline scales with the machine (TERN_TEST_TIME_SCALE), and the failure names the one it used.
+      new RegExp(`^timed out after ${scaled(30)} ms waiting for the task to be READY\nstatus WORKING$`),
+    );
   });
 
   it("fails at once when the check throws", async () => {
