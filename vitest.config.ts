@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { measureTimeScale, scaled } from "./packages/testing/src/time-scale.ts";
 
 // Measured once for the run, before any test process starts (they inherit it): every deadline a test
@@ -7,6 +8,32 @@ import { measureTimeScale, scaled } from "./packages/testing/src/time-scale.ts";
 if (process.env.VITEST && !process.env.TERN_TEST_TIME_SCALE) {
   process.env.TERN_TEST_TIME_SCALE = String(measureTimeScale(process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest"));
   console.log(`[tern] test deadlines x${process.env.TERN_TEST_TIME_SCALE} (TERN_TEST_TIME_SCALE, measured)`);
+}
+
+/**
+ * The files that take minutes start first, so two workers end together. Vitest orders by the last
+ * run's durations, but a clean checkout (CI) has none and falls back to file size, which would start
+ * the bench's quick run (a small file, five minutes of work) near the end.
+ */
+const LONGEST_FIRST = [
+  "bench/test/quick.test.ts",
+  "apps/worker/test/warm-pool.test.ts",
+  "apps/api/test/start-script.test.ts",
+  "apps/worker/test/two-engines.test.ts",
+  "packages/agent/test/terminal.test.ts",
+];
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (f: TestSpecification) => {
+      const i = LONGEST_FIRST.findIndex((name) => f.moduleId.endsWith(name));
+      return i === -1 ? LONGEST_FIRST.length : i;
+    };
+    return (await super.sort(files))
+      .map((f, i) => ({ f, i }))
+      .sort((a, b) => rank(a.f) - rank(b.f) || a.i - b.i)
+      .map(({ f }) => f);
+  }
 }
 
 export default defineConfig({
@@ -27,6 +54,7 @@ export default defineConfig({
     // sink a whole run of real Docker, Postgres and Redis work, yet it stays visible, to be fixed.
     // A test that fails twice fails the run. Locally every failure is final.
     retry: process.env.CI ? 1 : 0,
+    sequence: { sequencer: LongestFirst },
     globalSetup: ["packages/testing/src/global-setup.ts"],
     setupFiles: ["vitest.setup.ts"],
   },
