@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { createSandboxDriver, type SandboxContainment, type SandboxDriver } from "@tern/sandbox";
 import { repoRoot } from "./processes.ts";
+import { noteTestEngine } from "./test-networks.ts";
 
 const started = new Map<number, Promise<string>>();
 
@@ -10,10 +11,6 @@ const started = new Map<number, Promise<string>>();
  * gVisor (runsc) registered, and the sandbox image. Resolves to its DOCKER_HOST. The script locks,
  * so test files may ask at once; the first start (packages, loop file, image copy) takes a while.
  */
-/** The DOCKER_HOSTs of the test engines this process started (or found running). */
-export const startedTestEngines = async (): Promise<string[]> =>
-  (await Promise.allSettled(started.values())).flatMap((r) => (r.status === "fulfilled" && r.value ? [r.value] : []));
-
 export const ensureTestEngine = (n = 2): Promise<string> => {
   let host = started.get(n);
   if (!host) {
@@ -29,6 +26,7 @@ export const ensureTestEngine = (n = 2): Promise<string> => {
       );
     });
     started.set(n, host);
+    noteTestEngine(host);
   }
   return host;
 };

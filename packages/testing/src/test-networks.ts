@@ -1,6 +1,5 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { startedTestEngines } from "./engine.ts";
 
 const run = promisify(execFile);
 
@@ -15,6 +14,15 @@ const PREFIX = "tern-t-";
 
 export const testSandboxNetworkName = (): string => process.env.SANDBOX_NETWORK ?? `${PREFIX}${process.pid}`;
 
+/**
+ * The DOCKER_HOSTs of the test engines this process asked for (engine.ts notes each): kept here, not
+ * read from engine.ts, so that every test file's teardown stays free of the sandbox driver's imports.
+ */
+const testEngines: Promise<string>[] = [];
+export const noteTestEngine = (host: Promise<string>): void => {
+  testEngines.push(host);
+};
+
 const dockerAt = (host: string | undefined, args: string[]) =>
   run("docker", args, { env: host ? { ...process.env, DOCKER_HOST: host } : process.env, timeout: 60_000 });
 
@@ -26,7 +34,10 @@ const removeNetwork = async (host: string | undefined, name: string) => {
 /** This process's own network, on the main engine and on every test engine it started. */
 export const removeOwnTestNetwork = async (): Promise<void> => {
   if (process.env.SANDBOX_NETWORK) return;
-  const hosts = [undefined, ...(await startedTestEngines())];
+  const engines = (await Promise.allSettled(testEngines)).flatMap((r) =>
+    r.status === "fulfilled" && r.value ? [r.value] : [],
+  );
+  const hosts = [undefined, ...engines];
   await Promise.all(hosts.map((h) => removeNetwork(h, testSandboxNetworkName())));
 };
 
