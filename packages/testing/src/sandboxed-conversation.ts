@@ -44,38 +44,20 @@ export const createSandboxedConversation = async (
 ): Promise<{ conversationId: string; sandboxRef: string }> => {
   const { db, sandboxes } = world;
   const conversationId = newId();
-  const info = await sandboxes.create({
-    name: `tern-agent-test-${conversationId}`,
-    image: process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest",
-    labels: {
-      [SandboxLabel.Marker]: "1",
-      [SandboxLabel.Namespace]: world.namespace,
-      [SandboxLabel.ConversationId]: conversationId,
-    },
-    limits: { memoryMb: 512, cpus: 1, pids: 256 },
-  });
-  const setup = await sandboxes.exec(info.ref, {
-    cmd: ["bash", "-c", `mkdir -p ${fixtureWorkspaceDir} && cd ${fixtureWorkspaceDir} && git init -q .`],
-  });
-  if (setup.exitCode !== 0) throw new Error(`workspace setup failed: ${setup.stderr}`);
-  if (input.files)
-    await sandboxes.upload(
-      info.ref,
-      fixtureWorkspaceDir,
-      Object.entries(input.files).map(([path, content]) => ({ path, content })),
-    );
+  const name = `tern-agent-test-${conversationId}`;
   // Every row in one transaction: a worker's janitor must never see the task in flight without a
-  // job (it would start it for real, and its conversation would take this one's place).
-  await db.transaction().execute(async (trx) => {
+  // job (it would start it for real, and its conversation would take this one's place). Written before
+  // the container exists: a labelled container with no conversation row is an orphan to the janitor,
+  // which removed one while it was being made or used (workspace-results, rescued by CI's retry).
+  const sandboxId = await db.transaction().execute(async (trx) => {
     const task = await startTasksRepository(trx).create(world.userId, {});
     const sandboxRow = await sandboxesRepository(trx).upsert({
-      name: info.name,
+      name,
       image: "tern-sandbox:latest",
       startTaskId: task.id,
       conversationId,
       status: "RUNNING",
     });
-    await sandboxesRepository(trx).update(sandboxRow.id, { ref: info.ref });
     await conversationsRepository(trx).createForTask({
       id: conversationId,
       userId: world.userId,
@@ -100,7 +82,29 @@ export const createSandboxedConversation = async (
       .set({ status: "READY", app_conversation_id: conversationId, sandbox_id: sandboxRow.id })
       .where("id", "=", task.id)
       .execute();
+    return sandboxRow.id;
   });
+  const info = await sandboxes.create({
+    name,
+    image: process.env.SANDBOX_IMAGE ?? "tern-sandbox:latest",
+    labels: {
+      [SandboxLabel.Marker]: "1",
+      [SandboxLabel.Namespace]: world.namespace,
+      [SandboxLabel.ConversationId]: conversationId,
+    },
+    limits: { memoryMb: 512, cpus: 1, pids: 256 },
+  });
+  await sandboxesRepository(db).update(sandboxId, { ref: info.ref });
+  const setup = await sandboxes.exec(info.ref, {
+    cmd: ["bash", "-c", `mkdir -p ${fixtureWorkspaceDir} && cd ${fixtureWorkspaceDir} && git init -q .`],
+  });
+  if (setup.exitCode !== 0) throw new Error(`workspace setup failed: ${setup.stderr}`);
+  if (input.files)
+    await sandboxes.upload(
+      info.ref,
+      fixtureWorkspaceDir,
+      Object.entries(input.files).map(([path, content]) => ({ path, content })),
+    );
   return { conversationId, sandboxRef: info.ref };
 };
 
