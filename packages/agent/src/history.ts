@@ -18,7 +18,11 @@ const imagesOf = (content: readonly MessageContent[]): string[] =>
 
 /** Message, action, observation and tool-error events: what the conversation is made of, for the model. */
 export const isTurnEvent = (e: StoredEvent): boolean =>
-  e.kind === "MessageEvent" || e.kind === "ActionEvent" || e.kind === "ObservationEvent" || isToolCallError(e);
+  e.kind === "MessageEvent" ||
+  e.kind === "ActionEvent" ||
+  e.kind === "ObservationEvent" ||
+  e.kind === "UserRejectObservation" ||
+  isToolCallError(e);
 
 /** Skills with triggers, each added to the first user message that says one of its triggers. */
 const skillActivation = (skills: Skill[]) => {
@@ -124,6 +128,19 @@ export const buildHistory = (
         isError: o.observation.is_error === true,
       });
       outstanding.delete(o.tool_call_id);
+      flush();
+    } else if (e.kind === "UserRejectObservation") {
+      // The rejected call's result, in OpenHands' words (UserRejectObservation.to_llm_message).
+      const r = e.payload;
+      if (!calls.has(r.tool_call_id)) continue;
+      messages.push({
+        role: "tool",
+        toolCallId: r.tool_call_id,
+        toolName: r.tool_name,
+        text: `Action rejected: ${r.rejection_reason}`,
+        isError: false,
+      });
+      outstanding.delete(r.tool_call_id);
       flush();
     } else if (isToolCallError(e)) {
       const t = e.payload;

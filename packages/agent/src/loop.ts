@@ -11,13 +11,18 @@ import {
   metrics,
   newEvent,
   newId,
+  policyFromSettings,
+  requiresConfirmation,
+  type SecurityAnalyzer,
   type StoredEvent,
 } from "@tern/core";
 import {
   agentRunsRepository,
+  confirmationsRepository,
   conversationsRepository,
   type Database,
   eventsRepository,
+  type MetricsChange,
   type RunLease,
   RunLeaseLostError,
   sandboxesRepository,
@@ -44,7 +49,7 @@ import { usageMetrics } from "./llm/usage-metrics.ts";
 import { analyzeRun } from "./run-state.ts";
 import { actionErrorNudge, defaultStuckThresholds, nudgeEvent, type StuckThresholds } from "./stuck-detector.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
-import { isToolName, type ToolName, toolArgs, toolDefinitions } from "./tools/definitions.ts";
+import { isToolName, type ToolName, takeCallMeta, toolArgs, toolDefinitions } from "./tools/definitions.ts";
 import { executeTool } from "./tools/execute.ts";
 import type { GitToolRunner } from "./tools/git.ts";
 import { currentTaskList } from "./tools/task-tracker.ts";
@@ -63,6 +68,8 @@ export interface AgentRunContext {
   maxIterations: number | null;
   /** The user's max_budget_per_task (USD); null: MAX_BUDGET_PER_TASK. */
   maxBudgetPerTask: number | null;
+  /** The user's confirmation_mode and security_analyzer; absent: confirmation mode off. */
+  confirmation?: { confirmationMode: boolean; securityAnalyzer: SecurityAnalyzer };
 }
 
 export interface AgentRunDeps {
@@ -103,6 +110,11 @@ export interface AgentRunDeps {
   maxToolOutputBytes?: number;
   /** Runs the git tools (push, pull request) outside the sandbox, with the user's token. */
   git?: GitToolRunner;
+  /**
+   * Tools whose every call waits for the user's confirmation, whatever the policy (e.g. the tools
+   * of an MCP server marked always-confirm). Asked of every ActionEvent of a response.
+   */
+  alwaysConfirm?: (toolName: string) => boolean;
 }
 
 export type RunOutcome =
@@ -200,6 +212,11 @@ export const toolCallEvents = (
     } catch (err) {
       return fail(`The arguments of ${call.name} are not valid JSON (${(err as Error).message}). Send a JSON object.`);
     }
+    // security_risk and summary are every call's, not the tool's: taken off before its schema checks.
+    const meta =
+      raw && typeof raw === "object" && !Array.isArray(raw)
+        ? takeCallMeta(call.name, raw as Record<string, unknown>)
+        : { security_risk: "UNKNOWN" as const, summary: `${call.name}: ${call.arguments}`.slice(0, 500) };
     const parsed = toolArgs[call.name].safeParse(raw);
     if (!parsed.success) return fail(`Invalid arguments for ${call.name}: ${issuesText(parsed.error)}.`);
     return newEvent.action({
@@ -210,6 +227,7 @@ export const toolCallEvents = (
       tool_call: call,
       llm_response_id: responseId,
       history_seq: historySeq,
+      ...meta,
     });
   });
 
@@ -267,6 +285,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const conversations = conversationsRepository(deps.db);
   const events = eventsRepository(deps.db);
   const runs = agentRunsRepository(deps.db);
+  const confirmations = confirmationsRepository(deps.db);
 
   const conversation = await conversations.get(conversationId);
   if (!conversation) return { outcome: "skipped", reason: "no such conversation" };
@@ -287,6 +306,9 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const begun = await runs.begin(conversationId, runId);
   if (begun.outcome === "busy") return { outcome: "busy", activeRunId: begun.activeRunId };
   if (begun.outcome === "ended") return { outcome: "skipped", reason: "run already ended" };
+  if (begun.outcome === "waiting_for_confirmation") {
+    return { outcome: "skipped", reason: "tool calls wait for the user's confirmation" };
+  }
   if (begun.outcome === "missing") return { outcome: "skipped", reason: "no such conversation" };
   const lease: RunLease = begun.lease;
   log.info({ outcome: begun.outcome, attempt: lease.attempt }, "agent run taken");
@@ -296,8 +318,12 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   const masked = <T>(value: T): T => (Object.keys(context.secrets).length ? maskDeep(value, context.secrets) : value);
   const append = (drafts: EventDraft[]) => runs.append(lease, masked(drafts), { maxEvents });
 
-  const end = async (status: ExecutionStatus, drafts: EventDraft[] = []): Promise<RunOutcome> => {
-    await runs.end(lease, status, masked(drafts));
+  const end = async (
+    status: ExecutionStatus,
+    drafts: EventDraft[] = [],
+    opts: { metrics?: MetricsChange } = {},
+  ): Promise<RunOutcome> => {
+    await runs.end(lease, status, masked(drafts), opts);
     log.info({ status }, "agent run ended");
     return { outcome: "ended", status };
   };
@@ -348,6 +374,26 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       results.push(observationOf(d, payload, await runTool(d, payload, null)));
     }
     return [...withIds, ...results];
+  };
+
+  /**
+   * Whether a response's calls wait for the user (confirmation mode): the conversation's own
+   * policy, else its user's settings, read now (either may change while the conversation lives).
+   * Without a security analyzer the model's risk is not gone by: every call counts as UNKNOWN.
+   */
+  const mustConfirm = async (drafts: EventDraft[]): Promise<boolean> => {
+    const actions = drafts.flatMap((d) => (d.kind === "ActionEvent" ? [d.payload as ActionPayload] : []));
+    if (actions.length === 0) return false;
+    const settings = context.confirmation ?? { confirmationMode: false, securityAnalyzer: "llm" as const };
+    const policy = (await confirmations.policy(conversationId)) ?? policyFromSettings(settings);
+    return requiresConfirmation(
+      policy,
+      actions.map((a) => ({
+        tool_name: a.tool_name,
+        security_risk: settings.securityAnalyzer === "none" ? "UNKNOWN" : (a.security_risk ?? "UNKNOWN"),
+        always_confirm: deps.alwaysConfirm?.(a.tool_name) ?? false,
+      })),
+    );
   };
 
   const steps = async (llm: LlmClient): Promise<RunOutcome> => {
@@ -560,10 +606,17 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       const responseId = randomUUID();
       // What the model had seen: a user message stored after this is still unanswered.
       const historySeq = history.at(-1)?.seq ?? 0;
+      const calls = response.toolCalls.length === 0 ? [] : toolCallEvents(response, responseId, historySeq);
+      if (await mustConfirm(calls)) {
+        // Stored, none run: the run ends here and holds nothing while the user decides; the answer
+        // asks for a new run (services: respondToConfirmation).
+        log.info({ calls: calls.length }, "tool calls wait for the user's confirmation");
+        return await end("waiting_for_confirmation", calls, { metrics: usage });
+      }
       const drafts: EventDraft[] =
         response.toolCalls.length === 0
           ? [newEvent.agentMessage(response.text, { llm_response_id: responseId, history_seq: historySeq })]
-          : await withInstantResults(toolCallEvents(response, responseId, historySeq));
+          : await withInstantResults(calls);
       try {
         spent = (await runs.appendStep(lease, masked(drafts), { maxEvents, metrics: usage })).metrics.accumulated_cost;
       } catch (err) {

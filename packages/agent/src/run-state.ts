@@ -36,7 +36,12 @@ const turnOf = (e: StoredEvent): Partial<AgentTurn> =>
 
 /** Everything the loop decides on, read from the stored events alone (so any worker can continue). */
 export const analyzeRun = (events: StoredEvent[], stuckThresholds?: StuckThresholds): RunState => {
-  const observed = new Set(events.filter((e) => e.kind === "ObservationEvent").map((e) => e.payload.action_id));
+  // A call the user rejected is answered by its UserRejectObservation: it never runs.
+  const observed = new Set(
+    events.flatMap((e) =>
+      e.kind === "ObservationEvent" || e.kind === "UserRejectObservation" ? [e.payload.action_id] : [],
+    ),
+  );
   const pending = events
     .filter((e) => e.kind === "ActionEvent")
     .filter((e) => !observed.has(e.id))

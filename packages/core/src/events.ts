@@ -34,6 +34,16 @@ const historySeq = z
   .nonnegative()
   .meta({ description: "The last event sequence number the model had seen when it answered" });
 
+/**
+ * How risky the model judged a tool call (OpenHands' SecurityRisk). UNKNOWN: the model gave none,
+ * or one that is not a level; the confirmation policy treats it as its `confirm_unknown` says.
+ */
+export const securityRisks = ["UNKNOWN", "LOW", "MEDIUM", "HIGH"] as const;
+export type SecurityRisk = (typeof securityRisks)[number];
+export const securityRiskSchema = z
+  .enum(securityRisks)
+  .meta({ id: "SecurityRisk", description: "The risk the model gave the call (UNKNOWN: none, or not a level)" });
+
 /** The fields every event has, besides its payload. */
 const head = <K extends string>(kind: K) => ({
   id: z.string().meta({ format: "uuid" }),
@@ -67,6 +77,9 @@ export const eventSchema = z
         tool_call: toolCallSchema,
         llm_response_id: llmResponseId,
         history_seq: historySeq,
+        // Optional only so rows written before confirmation mode still parse; every new call has both.
+        security_risk: securityRiskSchema.optional(),
+        summary: z.string().optional().meta({ description: "What the call does, in a few words, by the model" }),
       })
       .meta({ id: "ActionEvent", description: "A tool call of the agent, validated and about to run" }),
     z
@@ -84,6 +97,19 @@ export const eventSchema = z
           .meta({ description: "The tool's result; the other fields depend on the tool" }),
       })
       .meta({ id: "ObservationEvent", description: "The result of an ActionEvent" }),
+    z
+      .object({
+        ...head("UserRejectObservation"),
+        tool_name: toolName,
+        tool_call_id: toolCallId,
+        action_id: z.string().meta({ format: "uuid", description: "The ActionEvent the user rejected" }),
+        rejection_reason: z.string(),
+        rejection_source: z.enum(["user"]).optional(),
+      })
+      .meta({
+        id: "UserRejectObservation",
+        description: "The user rejected a pending ActionEvent (confirmation mode); the model reads the reason as its result",
+      }),
     z
       .object({
         ...head("AgentErrorEvent"),
@@ -242,6 +268,14 @@ export const newEvent = {
   pause: () => draft("PauseEvent", "user", {}),
   condensation: (payload: EventPayload<"CondensationEvent">) => draft("CondensationEvent", "environment", payload),
   interrupt: () => draft("InterruptEvent", "user", {}),
+  userReject: (action: { id: string; tool_name: string; tool_call_id: string }, reason: string) =>
+    draft("UserRejectObservation", "user", {
+      tool_name: action.tool_name,
+      tool_call_id: action.tool_call_id,
+      action_id: action.id,
+      rejection_reason: reason,
+      rejection_source: "user",
+    }),
 };
 
 /** A tool call the model got wrong, with what the history needs to give it back as that call's result. */

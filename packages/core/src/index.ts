@@ -1,5 +1,6 @@
 export * from "./api-key-secret.ts";
 export * from "./config.ts";
+export * from "./confirmation-policy.ts";
 export * from "./domain.ts";
 export * from "./errors.ts";
 export * from "./events.ts";

@@ -32,6 +32,16 @@ interface UserSettingsTable {
   max_iterations: number | null;
   max_budget_per_task: number | null;
   updated_at: Timestamp;
+  /** Confirmation mode (migration 0100). */
+  confirmation_mode: Generated<boolean>;
+  security_analyzer: Generated<string>;
+}
+
+/** A conversation's own confirmation policy, overriding its user's settings (migration 0100). */
+interface ConversationConfirmationPoliciesTable {
+  conversation_id: string;
+  policy: ColumnType<unknown, string, string>;
+  updated_at: Generated<string>;
 }
 
 /** The start request's `secrets`, sealed (migration 0030). */
@@ -254,6 +264,7 @@ export interface Database {
   sandbox_specs: SandboxSpecsTable;
   user_secrets: UserSecretsTable;
   user_settings: UserSettingsTable;
+  conversation_confirmation_policies: ConversationConfirmationPoliciesTable;
   start_task_secrets: StartTaskSecretsTable;
   engines: EnginesTable;
   pending_messages: PendingMessagesTable;

@@ -11,6 +11,7 @@ import {
 } from "@tern/core";
 import { agentRunsRepository, conversationsRepository, eventsRepository, sandboxesRepository } from "@tern/db";
 import { enqueue, enqueueAgentRun, isAgentRunJobAlive } from "@tern/queue";
+import { assertNotWaitingForConfirmation, rejectPendingForMessage } from "./conversations/confirmation.ts";
 import type { ConversationDeps, ServiceDeps } from "./deps.ts";
 import { type Caller, ownedConversation } from "./ownership.ts";
 import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
@@ -92,6 +93,8 @@ export const sendMessage = async (
     ? await maskMessageContent({ db: deps.db, secretBox: deps.secretBox }, conversation, message.content)
     : message.content;
   const activated = await newlyTriggeredSkills(deps, conversation, content);
+  // Calls waiting for confirmation are rejected before the message, as OpenHands does.
+  await rejectPendingForMessage(deps, conversation);
   await eventsRepository(deps.db).append(
     conversation.id,
     [newEvent.userMessage(content, activated.length ? activated : undefined)],
@@ -158,6 +161,7 @@ export const runConversation = async (
 ): Promise<void> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   if (sandboxGone(conversation)) await refuseRun(deps, conversation);
+  assertNotWaitingForConfirmation(conversation);
   const engineId = await engineOf(deps, conversation);
   // The worker's run lock is what guarantees one run; a lock whose job is gone is stale, and the
   // worker ends it when the new run comes.

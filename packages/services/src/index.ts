@@ -1,5 +1,6 @@
 export * from "./api-keys.ts";
 export * from "./app-conversations.ts";
+export * from "./conversations/confirmation.ts";
 export type * from "./deps.ts";
 export * from "./follow-ups.ts";
 export * from "./git-providers.ts";

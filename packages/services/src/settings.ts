@@ -1,5 +1,6 @@
 import {
   type SecretBox,
+  type SecurityAnalyzer,
   type SettingsRequest,
   serverModelRefusal,
   userBaseUrlRefusal,
@@ -79,6 +80,8 @@ export const updateSettings = async (
           : deps.secretBox.seal(change.llm_api_key, llmKeyContext(userId)),
     maxIterations: change.max_iterations,
     maxBudgetPerTask: change.max_budget_per_task,
+    confirmationMode: change.confirmation_mode,
+    securityAnalyzer: change.security_analyzer,
   });
   return repo.get(userId);
 };
@@ -91,6 +94,7 @@ export const userLlmForRun = async (
   llm: { model: string | null; baseUrl: string | null; apiKey: string | null } | null;
   maxIterations: number | null;
   maxBudgetPerTask: number | null;
+  confirmation: { confirmationMode: boolean; securityAnalyzer: SecurityAnalyzer };
 }> => {
   const s = await userSettingsRepository(deps.db).get(userId);
   let apiKey: string | null = null;
@@ -106,5 +110,6 @@ export const userLlmForRun = async (
     llm: any ? { model: s.llmModel, baseUrl: s.llmBaseUrl, apiKey } : null,
     maxIterations: s.maxIterations,
     maxBudgetPerTask: s.maxBudgetPerTask,
+    confirmation: { confirmationMode: s.confirmationMode, securityAnalyzer: s.securityAnalyzer },
   };
 };

@@ -67,6 +67,15 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
         is_error: false,
       },
     }),
+  UserRejectObservation: (n) =>
+    newEvent.userReject(
+      {
+        id: `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`,
+        tool_name: "terminal",
+        tool_call_id: `call-${n}`,
+      },
+      `rejected ${n}`,
+    ),
   AgentErrorEvent: (n) => newEvent.agentError(`error ${n}`),
   SystemPromptEvent: (n) => newEvent.systemPrompt(`You are test agent ${n}.`, []),
   ConversationStateUpdateEvent: () => newEvent.executionStatus("running"),

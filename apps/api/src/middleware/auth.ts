@@ -73,8 +73,12 @@ const SESSION_ROUTES = [
   /^\/api\/v1\/conversation\/[^/]+\/events\/(search|count|stream)\/?$/,
   /^\/sockets\/events\/[^/]+\/?$/,
 ];
-// ...and one command: stopping its own conversation's agent (the route scopes it to that conversation).
-const SESSION_COMMANDS = [/^\/api\/v1\/conversation\/[^/]+\/interrupt\/?$/];
+// ...and two commands (each route scopes it to that conversation): stopping its own conversation's
+// agent, and answering its tool calls that wait for confirmation (the agent server's key may, in OpenHands).
+const SESSION_COMMANDS = [
+  /^\/api\/v1\/conversation\/[^/]+\/interrupt\/?$/,
+  /^\/api\/v1\/conversation\/[^/]+\/events\/respond_to_confirmation\/?$/,
+];
 const sessionMayCall = (method: string, path: string): boolean =>
   ((method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path))) ||
   (method === "POST" && SESSION_COMMANDS.some((r) => r.test(path)));
@@ -176,7 +180,7 @@ export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
   createMiddleware<AuthEnv>(async (c, next) => {
     const principal = await resolvePrincipal(c, deps, keyUsage);
     if (principal.kind === "session" && !sessionMayCall(c.req.method, c.req.path)) {
-      throw unauthorized("A session API key only reads its own conversation and its events, and may interrupt it");
+      throw unauthorized("A session API key only reads its own conversation and its events, and may interrupt it or answer its confirmations");
     }
     c.set("principal", principal);
     await next();

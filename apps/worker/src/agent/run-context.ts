@@ -19,5 +19,11 @@ export const agentRunContext = async (
     ),
     userLlmForRun(deps, conversation.userId),
   ]);
-  return { secrets, llm: user.llm, maxIterations: user.maxIterations, maxBudgetPerTask: user.maxBudgetPerTask };
+  return {
+    secrets,
+    llm: user.llm,
+    maxIterations: user.maxIterations,
+    maxBudgetPerTask: user.maxBudgetPerTask,
+    confirmation: user.confirmation,
+  };
 };

@@ -46,9 +46,10 @@ const cutPoints = (view: StoredEvent[]): boolean[] => {
     const e = view[i] as StoredEvent;
     const response = responseOf(e);
     const sameResponse = response !== undefined && response === responseOf(view[i - 1] as StoredEvent);
-    ok.push(open.size === 0 && e.kind !== "ObservationEvent" && !sameResponse);
+    const result = e.kind === "ObservationEvent" || e.kind === "UserRejectObservation";
+    ok.push(open.size === 0 && !result && !sameResponse);
     if (e.kind === "ActionEvent") open.add(e.payload.tool_call_id);
-    if (e.kind === "ObservationEvent") open.delete(e.payload.tool_call_id);
+    if (result) open.delete(e.payload.tool_call_id);
   }
   ok.push(open.size === 0);
   return ok;

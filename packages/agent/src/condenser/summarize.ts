@@ -50,6 +50,8 @@ const eventText = (e: StoredEvent): string => {
     }
     case "ObservationEvent":
       return `RESULT OF ${e.payload.tool_name}${e.payload.observation.is_error ? " (failed)" : ""}:\n${textOf(e.payload.observation.content)}`;
+    case "UserRejectObservation":
+      return `THE USER REJECTED ${e.payload.tool_name}: ${e.payload.rejection_reason}`;
     case "CondensationEvent":
       return `SUMMARY OF EARLIER EVENTS:\n${e.payload.summary ?? ""}`;
     case "AgentErrorEvent":

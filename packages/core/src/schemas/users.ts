@@ -1,3 +1,4 @@
+import { securityAnalyzers } from "../confirmation-policy.ts";
 import { z } from "zod";
 import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
 
@@ -68,6 +69,14 @@ export const settingsRequestSchema = z
       .nullable()
       .optional()
       .meta({ description: "USD a conversation may spend on the LLM; the run stops when reached" }),
+    confirmation_mode: z
+      .boolean()
+      .optional()
+      .meta({ description: "Tool calls wait for the user's confirmation as the policy says (default false)" }),
+    security_analyzer: z.enum(securityAnalyzers).optional().meta({
+      description:
+        "`llm`: the model's security_risk decides (HIGH and unknown wait); `none`: every call waits in confirmation mode",
+    }),
   })
   .meta({ id: "SettingsRequest" });
 
@@ -81,6 +90,8 @@ export const settingsRecordSchema = z
     llm_api_key_set: z.boolean(),
     max_iterations: z.number().int().nullable(),
     max_budget_per_task: z.number().nullable(),
+    confirmation_mode: z.boolean(),
+    security_analyzer: z.enum(securityAnalyzers),
   })
   .meta({ id: "Settings" });
 

@@ -25,6 +25,8 @@ export type BeginRunResult =
   | { outcome: "busy"; activeRunId: string }
   /** This run already ended (BullMQ delivered its job again): nothing to do. */
   | { outcome: "ended" }
+  /** Tool calls wait for the user's answer (confirmation mode): no run may begin until it comes. */
+  | { outcome: "waiting_for_confirmation" }
   | { outcome: "missing" };
 
 /** The run lock was taken by someone else (another run, or a newer attempt of this one). */
@@ -116,6 +118,8 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
         }
         const run = await trx.selectFrom("agent_runs").select("ended_at").where("id", "=", runId).executeTakeFirst();
         if (run?.ended_at) return { outcome: "ended" } as const;
+        // Checked under the row lock the answer takes too: a run never runs what nobody accepted.
+        if (row.execution_status === "waiting_for_confirmation") return { outcome: "waiting_for_confirmation" } as const;
         const attempt = row.run_attempt + 1;
         const resumed = row.active_run_id === runId;
         await trx
@@ -150,14 +154,30 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
 
     appendStep,
 
-    /** Ends the run: its last events, the final status (with its event), and the lock released. */
-    async end(lease: RunLease, status: ExecutionStatus, drafts: EventDraft[] = []): Promise<StoredEvent[]> {
+    /**
+     * Ends the run: its last events, the final status (with its event), and the lock released; with
+     * `metrics`, the LLM usage of the step that ended it (a response whose calls wait for confirmation
+     * is stored with `waiting_for_confirmation` in this one transaction: no worker dies between them).
+     */
+    async end(
+      lease: RunLease,
+      status: ExecutionStatus,
+      drafts: EventDraft[] = [],
+      opts: { metrics?: MetricsChange } = {},
+    ): Promise<StoredEvent[]> {
       return db.transaction().execute(async (trx) => {
         if (!holds(await lockRow(trx, lease.conversationId), lease)) throw new RunLeaseLostError(lease);
         const events = await eventsRepository(trx).append(lease.conversationId, [
           ...drafts,
           newEvent.executionStatus(status),
         ]);
+        if (opts.metrics) {
+          await trx
+            .updateTable("conversations")
+            .set({ metrics: metricsChange(opts.metrics) })
+            .where("id", "=", lease.conversationId)
+            .execute();
+        }
         await setStatus(trx, lease.conversationId, status, true);
         await finishRun(trx, lease.runId, status);
         return events;
@@ -195,9 +215,13 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
         const row = await lockRow(trx, conversationId);
         if (!row) return null;
         const drafts: EventDraft[] = [...(opts.interrupt ? [newEvent.interrupt()] : []), newEvent.pause()];
-        if (!row.active_run_id && row.execution_status !== "paused") drafts.push(newEvent.executionStatus("paused"));
+        // Waiting for confirmation, nothing runs: the conversation keeps waiting for the answer
+        // (a pause must not let a later run execute what nobody accepted).
+        const setPaused =
+          !row.active_run_id && row.execution_status !== "paused" && row.execution_status !== "waiting_for_confirmation";
+        if (setPaused) drafts.push(newEvent.executionStatus("paused"));
         await eventsRepository(trx).append(conversationId, drafts, opts);
-        if (!row.active_run_id) await setStatus(trx, conversationId, "paused", false);
+        if (setPaused) await setStatus(trx, conversationId, "paused", false);
         return { activeRunId: row.active_run_id };
       });
     },

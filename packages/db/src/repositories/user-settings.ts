@@ -1,3 +1,4 @@
+import type { SecurityAnalyzer } from "@tern/core";
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
@@ -10,6 +11,9 @@ export interface StoredUserSettings {
   maxIterations: number | null;
   maxBudgetPerTask: number | null;
   updatedAt: string | null;
+  /** Confirmation mode (issue 20): off unless the user turns it on; risk judged by the LLM. */
+  confirmationMode: boolean;
+  securityAnalyzer: SecurityAnalyzer;
 }
 
 /** What a change sets: absent fields are left as they are, null clears one. */
@@ -19,6 +23,8 @@ export interface UserSettingsChange {
   sealedLlmApiKey?: string | null;
   maxIterations?: number | null;
   maxBudgetPerTask?: number | null;
+  confirmationMode?: boolean;
+  securityAnalyzer?: SecurityAnalyzer;
 }
 
 export const userSettingsRepository = (db: Kysely<Database>) => ({
@@ -33,6 +39,8 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       maxIterations: r?.max_iterations ?? null,
       maxBudgetPerTask: r?.max_budget_per_task ?? null,
       updatedAt: r?.updated_at ?? null,
+      confirmationMode: r?.confirmation_mode ?? false,
+      securityAnalyzer: r?.security_analyzer === "none" ? "none" : "llm",
     };
   },
 
@@ -43,6 +51,8 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       ...(change.sealedLlmApiKey !== undefined ? { llm_api_key: change.sealedLlmApiKey } : {}),
       ...(change.maxIterations !== undefined ? { max_iterations: change.maxIterations } : {}),
       ...(change.maxBudgetPerTask !== undefined ? { max_budget_per_task: change.maxBudgetPerTask } : {}),
+      ...(change.confirmationMode !== undefined ? { confirmation_mode: change.confirmationMode } : {}),
+      ...(change.securityAnalyzer !== undefined ? { security_analyzer: change.securityAnalyzer } : {}),
     };
     await db
       .insertInto("user_settings")

@@ -8,4 +8,6 @@ export const toSettingsRecord = (s: StoredUserSettings): SettingsRecord => ({
   llm_api_key_set: s.sealedLlmApiKey !== null,
   max_iterations: s.maxIterations,
   max_budget_per_task: s.maxBudgetPerTask,
+  confirmation_mode: s.confirmationMode,
+  security_analyzer: s.securityAnalyzer,
 });
