@@ -71,7 +71,27 @@
     }
   };
 
+  // Tool calls with no result yet, by ActionEvent id: what waits when the status says so.
+  const pending = new Map();
+  let status = "";
+  const renderConfirmation = () => {
+    const waiting = status === "waiting_for_confirmation" && pending.size > 0;
+    $("confirmation").hidden = !waiting;
+    if (!waiting) return;
+    const list = $("pending-actions");
+    list.replaceChildren();
+    for (const a of pending.values()) {
+      const risk = a.security_risk || "UNKNOWN";
+      const li = el("li", "pending-action");
+      li.dataset.risk = risk;
+      li.append(el("span", `risk ${risk}`, risk), el("span", "tool", a.tool_name), el("span", "summary", a.summary || ""));
+      list.append(li);
+    }
+  };
+
   const setStatus = (value) => {
+    status = value;
+    renderConfirmation();
     const badge = $("execution-status");
     badge.textContent = value;
     badge.className = `badge ${value}`;
@@ -131,6 +151,10 @@
       }
       case "ActionEvent": {
         const a = ev.action || {};
+        pending.set(ev.id, ev);
+        if (ev.security_risk || ev.summary) {
+          box.append(el("div", "meta", `risk ${ev.security_risk || "UNKNOWN"} · ${ev.summary || ""}`));
+        }
         const thought = textOf(ev.thought);
         if (thought) box.append(el("div", "text", thought));
         if (ev.tool_name === "terminal" || a.command_line || (a.kind === "TerminalAction" && a.command)) {
@@ -150,7 +174,13 @@
         }
         break;
       }
+      case "UserRejectObservation":
+        pending.delete(ev.action_id);
+        box.classList.add("error");
+        box.append(el("div", "text", `Rejected ${ev.tool_name}: ${ev.rejection_reason}`));
+        break;
       case "ObservationEvent": {
+        pending.delete(ev.action_id);
         const o = ev.observation || {};
         if (o.kind === "TerminalObservation") box.append(el("div", "meta", `exit code ${o.exit_code}`));
         if (ev.tool_name === "task_tracker" && !o.is_error && Array.isArray(o.task_list)) renderPlan(o.task_list);
@@ -187,6 +217,9 @@
         box.append(el("pre", "", JSON.stringify(ev, null, 2)));
     }
     $("events").append(box);
+    if (ev.kind === "ActionEvent" || ev.kind === "ObservationEvent" || ev.kind === "UserRejectObservation") {
+      renderConfirmation();
+    }
     if (innerHeight + scrollY >= document.body.scrollHeight - 200) box.scrollIntoView({ block: "end" });
   };
 
@@ -287,6 +320,18 @@
     $("pause").addEventListener("click", () => control(`/api/v1/conversation/${id}/pause`));
     $("stop").addEventListener("click", () => control(`/api/v1/conversation/${id}/interrupt`));
     $("run").addEventListener("click", () => control(`/api/v1/conversation/${id}/run`));
+    const answer = async (accept) => {
+      $("confirmation-error").textContent = "";
+      const reason = $("reject-reason").value.trim();
+      const res = await api(`/api/v1/conversation/${id}/events/respond_to_confirmation`, {
+        method: "POST",
+        body: JSON.stringify(accept || !reason ? { accept } : { accept, reason }),
+      });
+      if (!res.ok) $("confirmation-error").textContent = await errorText(res);
+      else $("reject-reason").value = "";
+    };
+    $("approve").addEventListener("click", () => answer(true));
+    $("reject").addEventListener("click", () => answer(false));
     load().catch((err) => showSignIn(String(err)));
   });
 })();
