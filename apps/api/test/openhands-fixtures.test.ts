@@ -68,19 +68,16 @@ const KNOWN_GAPS: Record<string, string> = {
       "PauseEvent",
       "Condensation",
       "InterruptEvent",
+      "UserRejectObservation",
     ].map((k) => [`${k}.parent_id: missing`, "no conversation tree: one line of events"]),
   ),
   // Optional fields of the SDK's ActionEvent that our agent never fills (no reasoning models' blocks,
-  // no security analyzer, no critic): left out rather than sent as null.
+  // no critic): left out rather than sent as null. (security_risk and summary it fills: issue 20.)
   ...Object.fromEntries(
-    [
-      "reasoning_content",
-      "thinking_blocks",
-      "responses_reasoning_item",
-      "security_risk",
-      "critic_result",
-      "summary",
-    ].map((f) => [`ActionEvent.${f}: missing`, "optional in openhands-sdk; our agent does not produce it"]),
+    ["reasoning_content", "thinking_blocks", "responses_reasoning_item", "critic_result"].map((f) => [
+      `ActionEvent.${f}: missing`,
+      "optional in openhands-sdk; our agent does not produce it",
+    ]),
   ),
   ...Object.fromEntries(
     [
@@ -268,6 +265,7 @@ describe(`our V1 answers against OpenHands' models (openhands-ai ${fixture.sourc
         "ObservationEvent",
         "PauseEvent",
         "SystemPromptEvent",
+        "UserRejectObservation",
       ].sort(),
     );
     expect(page.items.flatMap((event) => unexplained(MODEL_OF_KIND[event.kind] ?? event.kind, event))).toEqual([]);

@@ -145,6 +145,7 @@ describe("the event union", () => {
       "MessageEvent",
       "ActionEvent",
       "ObservationEvent",
+      "UserRejectObservation",
       "AgentErrorEvent",
       "SystemPromptEvent",
       "ConversationStateUpdateEvent",
@@ -197,7 +198,13 @@ describe("the event union", () => {
         tool_call: { id: "c", name: "think", arguments: '{"thought":"hm"}' },
         llm_response_id: "r",
         history_seq: 2,
+        security_risk: "LOW",
+        summary: "think about it",
       }),
+      newEvent.userReject(
+        { id: "00000000-0000-4000-8000-000000000004", tool_name: "terminal", tool_call_id: "c2" },
+        "not now",
+      ),
       newEvent.observation({
         tool_name: "think",
         tool_call_id: "c",

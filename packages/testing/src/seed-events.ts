@@ -53,6 +53,8 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
       tool_call: { id: `call-${n}`, name: "terminal", arguments: JSON.stringify({ command: `echo ${n}` }) },
       llm_response_id: `response-${n}`,
       history_seq: n,
+      security_risk: "LOW",
+      summary: `print ${n}`,
     }),
   ObservationEvent: (n) =>
     newEvent.observation({
