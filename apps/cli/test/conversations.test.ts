@@ -137,6 +137,31 @@ describe("cli conversations / events / diff", () => {
     expect(watch.out.stderr).toContain("[start] ERROR: no such repository");
   });
 
+  it("conversations reject ID --reason answers the calls that wait; a second answer exits 1 with the 409", async () => {
+    const { conversationId } = await createConversationFixture(database.db, { userId });
+    const [action] = await eventsRepository(database.db).append(conversationId, [
+      newEvent.executionStatus("running"),
+      sampleEvent("ActionEvent", 3),
+      newEvent.executionStatus("waiting_for_confirmation"),
+    ]).then((stored) => stored.filter((e) => e.kind === "ActionEvent"));
+    await database.db
+      .updateTable("conversations")
+      .set({ execution_status: "waiting_for_confirmation" })
+      .where("id", "=", conversationId)
+      .execute();
+    const id = toHexId(conversationId);
+    const rejected = cli(["conversations", "reject", id, "--reason", "not on a Friday"]);
+    expect(rejected.status, rejected.stderr).toBe(0);
+    const rejections = cli(["events", id, "--kind", "UserRejectObservation", "--json"]).stdout.trim().split("\n");
+    expect(rejections.map((l) => JSON.parse(l) as { action_id: string; rejection_reason: string })).toEqual([
+      expect.objectContaining({ action_id: action?.id, rejection_reason: "not on a Friday" }),
+    ]);
+    const again = cli(["conversations", "approve", id]);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain("409 conflict");
+    expect(cli(["conversations", "approve"]).status).toBe(64);
+  });
+
   it("diff of a conversation without a sandbox says why and exits 1; a bad call exits 64", () => {
     return createConversationFixture(database.db, { userId }).then(({ conversationId }) => {
       const res = cli(["diff", toHexId(conversationId)]);

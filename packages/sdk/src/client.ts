@@ -187,6 +187,20 @@ export const createClient = (opts: ClientOptions) => {
           params: { path: { conversation_id: conversationId } },
         }),
       ),
+    /**
+     * Confirmation mode: accepts (the pending calls run) or rejects (each gets a UserRejectObservation
+     * with `reason`) the tool calls that wait; 409 when nothing waits (already answered).
+     */
+    respondToConfirmation: (
+      conversationId: string,
+      body: { accept: boolean; reason?: string },
+    ): Promise<{ success: boolean }> =>
+      unwrap(
+        api.POST("/api/v1/conversation/{conversation_id}/events/respond_to_confirmation", {
+          params: { path: { conversation_id: conversationId } },
+          body: body as { accept: boolean; reason: string },
+        }),
+      ),
     /** Runs the agent on what is stored (409 while a run is going on). */
     run: (conversationId: string): Promise<{ success: boolean }> =>
       unwrap(

@@ -1980,7 +1980,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2076,7 +2076,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2187,7 +2187,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"] | null)[];
+                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["UserRejectObservation"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"] | null)[];
                     };
                 };
                 /** @description Malformed request or page_id */
@@ -2370,7 +2370,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2819,6 +2819,204 @@ export interface paths {
                 };
                 /** @description The job queue is unreachable; nothing was changed */
                 503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversation/{conversation_id}/events/respond_to_confirmation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept or reject the tool calls that wait for confirmation
+         * @description The agent-server's route and body. Accept: the pending calls run, once, and the agent goes on. Reject: each gets a UserRejectObservation carrying `reason`, and the agent goes on knowing it. Either way a new run is requested. 409 when nothing waits (a second answer, or one after a reject). The conversation's session key may call it.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    conversation_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ConfirmationResponseRequest"];
+                };
+            };
+            responses: {
+                /** @description Answered, and the run requested */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Success"];
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Unknown, or not the caller's */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No tool calls wait for confirmation (never asked, or already answered) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The job queue is unreachable: nothing answered, or (said in the message) answered without a run */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversation/{conversation_id}/confirmation-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set the conversation's own confirmation policy
+         * @description Overrides the user's settings (confirmation_mode, security_analyzer) for this conversation, from its next LLM response on: NeverConfirm, AlwaysConfirm, or ConfirmRisky with a threshold (LOW, MEDIUM, HIGH; default HIGH) and confirm_unknown (default true).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    conversation_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["SetConfirmationPolicyRequest"];
+                };
+            };
+            responses: {
+                /** @description Set */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Success"];
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Unknown, or not the caller's */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5022,7 +5220,7 @@ export interface components {
             /** @description Give as page_id for the next page; null at the end */
             next_page_id: string | null;
         };
-        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"];
+        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["UserRejectObservation"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"];
         /** @description A message from the user or an answer from the agent */
         MessageEvent: {
             /** Format: uuid */
@@ -5089,7 +5287,15 @@ export interface components {
             llm_response_id: string;
             /** @description The last event sequence number the model had seen when it answered */
             history_seq: number;
+            security_risk?: components["schemas"]["SecurityRisk"];
+            /** @description What the call does, in a few words, by the model */
+            summary?: string;
         };
+        /**
+         * @description The risk the model gave the call (UNKNOWN: none, or not a level)
+         * @enum {string}
+         */
+        SecurityRisk: "UNKNOWN" | "LOW" | "MEDIUM" | "HIGH";
         /** @description The result of an ActionEvent */
         ObservationEvent: {
             /** Format: uuid */
@@ -5124,6 +5330,35 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
+        };
+        /** @description The user rejected a pending ActionEvent (confirmation mode); the model reads the reason as its result */
+        UserRejectObservation: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "UserRejectObservation";
+            /** @enum {string} */
+            source: "agent" | "user" | "environment";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T21:11:34.123456Z
+             */
+            timestamp: string;
+            /** @description The tool the model called (terminal, file_editor, think, finish) */
+            tool_name: string;
+            /** @description The id of the call, as in the model's tool_call */
+            tool_call_id: string;
+            /**
+             * Format: uuid
+             * @description The ActionEvent the user rejected
+             */
+            action_id: string;
+            rejection_reason: string;
+            /** @enum {string} */
+            rejection_source?: "user";
         };
         /** @description A run that failed, or a tool call the model got wrong */
         AgentErrorEvent: {
@@ -5287,6 +5522,39 @@ export interface components {
              */
             run: boolean;
         };
+        ConfirmationResponseRequest: {
+            accept: boolean;
+            /**
+             * @description On reject: why, for the agent to read (each rejected call's UserRejectObservation)
+             * @default User rejected the action.
+             */
+            reason: string;
+        };
+        SetConfirmationPolicyRequest: {
+            policy: components["schemas"]["ConfirmationPolicy"];
+        };
+        /** @description OpenHands' policies: NeverConfirm, AlwaysConfirm, ConfirmRisky (threshold, confirm_unknown). `never`, `always` and `risky` are accepted for the same. */
+        ConfirmationPolicy: {
+            /** @enum {string} */
+            kind: "NeverConfirm";
+        } | {
+            /** @enum {string} */
+            kind: "AlwaysConfirm";
+        } | {
+            /** @enum {string} */
+            kind: "ConfirmRisky";
+            /**
+             * @description Calls at this risk or above wait for confirmation (UNKNOWN is not a threshold)
+             * @default HIGH
+             * @enum {string}
+             */
+            threshold: "LOW" | "MEDIUM" | "HIGH";
+            /**
+             * @description Whether a call of unknown risk (none given, or not a level) waits too
+             * @default true
+             */
+            confirm_unknown: boolean;
+        };
         PendingMessageResponse: {
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
@@ -5362,6 +5630,9 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            confirmation_mode: boolean;
+            /** @enum {string} */
+            security_analyzer: "llm" | "none";
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
             name: string | null;
@@ -5378,6 +5649,9 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            confirmation_mode: boolean;
+            /** @enum {string} */
+            security_analyzer: "llm" | "none";
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
             name: string | null;
@@ -5437,6 +5711,9 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            confirmation_mode: boolean;
+            /** @enum {string} */
+            security_analyzer: "llm" | "none";
         };
         SettingsRequest: {
             llm_model?: string | null;
@@ -5447,6 +5724,13 @@ export interface components {
             max_iterations?: number | null;
             /** @description USD a conversation may spend on the LLM; the run stops when reached */
             max_budget_per_task?: number | null;
+            /** @description Tool calls wait for the user's confirmation as the policy says (default false) */
+            confirmation_mode?: boolean;
+            /**
+             * @description `llm`: the model's security_risk decides (HIGH and unknown wait); `none`: every call waits in confirmation mode
+             * @enum {string}
+             */
+            security_analyzer?: "llm" | "none";
         };
         CreatedWebhook: {
             /** @example 0f8fad5bd9cb469fa16570867728950e */

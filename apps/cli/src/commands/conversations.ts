@@ -9,6 +9,8 @@ import { TernApiError } from "@tern/sdk";
  *   cli conversations start --repo owner/repo [--branch B] "message"   prints the start task's id
  *   cli conversations watch ID        stages, then events, until the agent stops (0 finished, 1 error)
  *   cli conversations list [--limit N]
+ *   cli conversations approve ID      runs the tool calls that wait for confirmation
+ *   cli conversations reject ID [--reason TEXT]   rejects them; the agent reads the reason
  *   cli events ID [--kind K] [--json]
  *   cli diff ID
  */
@@ -52,6 +54,8 @@ const describeEvent = (e: Event): string => {
       const exit = o.kind === "TerminalObservation" ? ` (exit ${o.exit_code})` : "";
       return `${head}   ${oneLine(textOf(o.content), 300)}${exit}`;
     }
+    case "UserRejectObservation":
+      return `${head}   ✖ rejected ${ev.tool_name}: ${oneLine(String(ev.rejection_reason ?? ""))}`;
     case "AgentErrorEvent":
       return `${head} ✖ ${oneLine(String(ev.error ?? ""))}`;
     case "ConversationStateUpdateEvent":
@@ -121,6 +125,10 @@ const watch = async (deps: ClientCommandDeps, argv: string[]): Promise<number> =
     seen++;
     deps.out(describeEvent(event));
     status = executionStatusOf(event) ?? status;
+    // Not an end: the agent goes on once someone answers (from here, another terminal or the page).
+    if (seen >= stored && executionStatusOf(event) === "waiting_for_confirmation") {
+      deps.err(`[watch] tool calls wait for confirmation: cli conversations approve|reject ${conversationId}`);
+    }
     if (seen >= stored && verdict() !== null) {
       deps.err(`[watch] the agent stopped: ${status}`);
       return verdict() as number;
@@ -138,6 +146,24 @@ const list = async (deps: ClientCommandDeps, argv: string[]): Promise<number> =>
   return 0;
 };
 
+/** approve / reject: the answer to the tool calls that wait for confirmation (409 when none wait). */
+const answer = async (deps: ClientCommandDeps, argv: string[], accept: boolean): Promise<number> => {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: accept ? {} : { reason: { type: "string" } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const id = positionals[0];
+  if (!id || positionals.length > 1) {
+    throw new UsageError(accept ? "usage: cli conversations approve ID" : "usage: cli conversations reject ID [--reason TEXT]");
+  }
+  const reason = (values as { reason?: string }).reason;
+  await deps.client.events.respondToConfirmation(id, { accept, ...(reason ? { reason } : {}) });
+  deps.err(accept ? "[confirm] approved: the pending tool calls run" : "[confirm] rejected: the agent goes on without them");
+  return 0;
+};
+
 export const conversationsCommand = async (deps: ClientCommandDeps, argv: string[]): Promise<number> => {
   const [verb, ...rest] = argv;
   switch (verb) {
@@ -147,8 +173,14 @@ export const conversationsCommand = async (deps: ClientCommandDeps, argv: string
       return watch(deps, rest);
     case "list":
       return list(deps, rest);
+    case "approve":
+      return answer(deps, rest, true);
+    case "reject":
+      return answer(deps, rest, false);
     default:
-      throw new UsageError('usage: cli conversations <start --repo owner/repo "message" | watch ID | list>');
+      throw new UsageError(
+        'usage: cli conversations <start --repo owner/repo "message" | watch ID | list | approve ID | reject ID [--reason TEXT]>',
+      );
   }
 };
 
