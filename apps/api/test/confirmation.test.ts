@@ -1,4 +1,7 @@
 /// <reference lib="dom" />
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
 import {
   removeSandboxesOfNamespace,
@@ -28,7 +31,13 @@ let key: string;
 let otherKey: string;
 const sandboxes = testSandboxDriver();
 
+// The webhook receiver is on loopback over http: allowed for this test's API and worker.
+const webhookRules = { WEBHOOK_ALLOW_HTTP: "true", WEBHOOK_ALLOW_PRIVATE: "true" };
+let receiver: Server;
+const delivered: { type?: string; data?: { conversation_id?: string; execution_status?: string } }[] = [];
+
 const workerEnv = () => ({
+  ...webhookRules,
   DATABASE_URL: t.api.database.url,
   REDIS_URL: testRedisUrl(),
   REDIS_PREFIX: t.api.prefix,
@@ -37,14 +46,31 @@ const workerEnv = () => ({
 });
 
 beforeAll(async () => {
-  t = await startStreamTestApi();
+  t = await startStreamTestApi(webhookRules);
   llm = await startLlmServer();
   ({ key } = await t.api.newUser());
   ({ key: otherKey } = await t.api.newUser());
+  receiver = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => {
+      body += d;
+    });
+    req.on("end", () => {
+      delivered.push(JSON.parse(body));
+      res.end("ok");
+    });
+  }).listen(0, "127.0.0.1");
+  await once(receiver, "listening");
+  const created = await post("/api/v1/webhooks", {
+    url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
+    events: ["conversation.execution_status"],
+  });
+  if (created.status !== 201 && created.status !== 200) throw new Error(`webhook: ${await created.text()}`);
   worker = await startService("worker", workerEnv());
 }, scaled(120_000));
 
 afterAll(async () => {
+  receiver?.close();
   await worker?.stop();
   await llm?.close();
   if (t) await removeSandboxesOfNamespace(t.api.prefix);
@@ -196,6 +222,14 @@ describe("confirmation mode", () => {
       ["LOW", "note high-companion"],
     ]);
     expect(kindsOf(items).slice(-3)).toEqual(["ActionEvent", "ActionEvent", "waiting_for_confirmation"]);
+    // The webhook says so too.
+    await waitFor(
+      () =>
+        delivered.some(
+          (d) => d.data?.conversation_id === id && d.data.execution_status === "waiting_for_confirmation",
+        ),
+      { what: "the waiting_for_confirmation webhook", timeoutMs: scaled(30_000), detail: () => JSON.stringify(delivered) },
+    );
     // The run ended its job: nothing runs, nothing is held while the user decides.
     expect(await runHeld(id)).toEqual({ activeRunId: null, jobs: { active: 0, waiting: 0, delayed: 0 } });
     // POST /run cannot slip past the question.

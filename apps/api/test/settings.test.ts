@@ -30,12 +30,16 @@ describe("GET and POST /api/v1/settings", () => {
       llm_api_key_set: false,
       max_iterations: null,
       max_budget_per_task: null,
+      confirmation_mode: false,
+      security_analyzer: "llm",
     });
     const set = await call(key, "/api/v1/settings", {
       llm_model: "anthropic/claude-sonnet-4-5",
       llm_api_key: CANARY,
       max_iterations: 30,
       max_budget_per_task: 2.5,
+      confirmation_mode: true,
+      security_analyzer: "none",
     });
     expect(set.status).toBe(200);
     expect(set.body).toEqual({
@@ -44,6 +48,8 @@ describe("GET and POST /api/v1/settings", () => {
       llm_api_key_set: true,
       max_iterations: 30,
       max_budget_per_task: 2.5,
+      confirmation_mode: true,
+      security_analyzer: "none",
     });
     const row = await api.database.db
       .selectFrom("user_settings")
@@ -56,6 +62,7 @@ describe("GET and POST /api/v1/settings", () => {
       llm: { model: "anthropic/claude-sonnet-4-5", baseUrl: null, apiKey: CANARY },
       maxIterations: 30,
       maxBudgetPerTask: 2.5,
+      confirmation: { confirmationMode: true, securityAnalyzer: "none" },
     });
 
     const kept = await call(key, "/api/v1/settings", { max_iterations: null });
@@ -72,6 +79,8 @@ describe("GET and POST /api/v1/settings", () => {
   it("refuses bad values with 422 naming the field", async () => {
     const { key } = await api.newUser();
     for (const [field, body] of [
+      ["security_analyzer", { security_analyzer: "invariant" }],
+      ["confirmation_mode", { confirmation_mode: "yes" }],
       ["max_iterations", { max_iterations: 0 }],
       ["max_budget_per_task", { max_budget_per_task: -1 }],
       ["llm_base_url", { llm_base_url: "ftp://x" }],
