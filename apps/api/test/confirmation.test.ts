@@ -2,6 +2,7 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { agentRunJobId, enqueueAgentRun } from "@tern/queue";
 import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
 import {
   removeSandboxesOfNamespace,
@@ -188,6 +189,27 @@ const runHeld = async (id: string) => {
   return { activeRunId: row.active_run_id, jobs: await queue.getJobCounts("active", "waiting", "delayed") };
 };
 
+/** Enqueues a run straight on the queue, as a stray job would come, and waits for the worker to be done with it. */
+const strayRun = async (id: string): Promise<string> => {
+  const engineId = (
+    await t.api.database.db
+      .selectFrom("conversations")
+      .innerJoin("sandboxes", "sandboxes.id", "conversations.sandbox_id")
+      .select("sandboxes.engine_id")
+      .where("conversations.id", "=", toUuid(id))
+      .executeTakeFirstOrThrow()
+  ).engine_id;
+  const runId = await enqueueAgentRun(t.api.queues, toUuid(id), undefined, engineId);
+  const queue = t.api.queues.forEngine(engineId).agentRun;
+  return waitFor(
+    async () => {
+      const state = await (await queue.getJob(agentRunJobId(toUuid(id), runId)))?.getState();
+      return state === "completed" || state === "failed" ? state : false;
+    },
+    { what: "the stray run's job to be done", timeoutMs: scaled(30_000) },
+  );
+};
+
 const respond = (id: string, body: Record<string, unknown>, as = key) =>
   post(`/api/v1/conversation/${id}/events/respond_to_confirmation`, body, as);
 
@@ -234,6 +256,13 @@ describe("confirmation mode", () => {
     expect(await runHeld(id)).toEqual({ activeRunId: null, jobs: { active: 0, waiting: 0, delayed: 0 } });
     // POST /run cannot slip past the question.
     expect((await post(`/api/v1/conversation/${id}/run`)).status).toBe(409);
+    // Nor can a run whose job comes some other way (a stray or duplicate job): the worker's run
+    // lock refuses to begin while calls wait, and nothing is executed or written.
+    const stray = await strayRun(id);
+    expect(stray).toBe("completed");
+    expect(await callsRan(id)).toEqual(["low", "medium"]);
+    expect(kindsOf(await events(id))).toEqual(kindsOf(items));
+    expect((await conversation(id)).execution_status).toBe("waiting_for_confirmation");
     // Another user's answer is a 404, and changes nothing.
     expect((await respond(id, { accept: true }, otherKey)).status).toBe(404);
 
