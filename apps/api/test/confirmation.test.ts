@@ -341,16 +341,21 @@ describe("confirmation mode", () => {
     llm.pushFor(tag, { toolCalls: [mark("always-low", "LOW")] }, { text: "Understood, I will not." });
     await json(await post(`/api/v1/conversation/${id}/events`, { role: "user", content: [{ type: "text", text: "Once more." }], run: true }));
     await statusIs(id, "waiting_for_confirmation", "AlwaysConfirm to stop a LOW call");
+    // A pause while calls wait keeps them waiting: it must not turn into a way past the question.
+    await json(await post(`/api/v1/conversation/${id}/pause`));
+    expect((await conversation(id)).execution_status).toBe("waiting_for_confirmation");
+    expect((await post(`/api/v1/conversation/${id}/run`)).status).toBe(409);
 
     // A new message while waiting: the pending call is rejected first, then the message is the agent's to answer.
     await json(await post(`/api/v1/conversation/${id}/events`, { role: "user", content: [{ type: "text", text: "Skip that." }], run: true }));
     await statusIs(id, "finished");
     expect(await callsRan(id)).toEqual(["never-high", "never-high-2"]);
     const items = await events(id);
-    const tail = kindsOf(items).slice(-8);
+    const tail = kindsOf(items).slice(-9);
     expect(tail).toEqual([
       "ActionEvent",
       "waiting_for_confirmation",
+      "PauseEvent",
       "UserRejectObservation",
       "idle",
       "MessageEvent",
