@@ -247,10 +247,12 @@ describe("confirmation mode", () => {
     // The webhook says so too.
     await waitFor(
       () =>
-        delivered.some(
-          (d) => d.data?.conversation_id === id && d.data.execution_status === "waiting_for_confirmation",
-        ),
-      { what: "the waiting_for_confirmation webhook", timeoutMs: scaled(30_000), detail: () => JSON.stringify(delivered) },
+        delivered.some((d) => d.data?.conversation_id === id && d.data.execution_status === "waiting_for_confirmation"),
+      {
+        what: "the waiting_for_confirmation webhook",
+        timeoutMs: scaled(30_000),
+        detail: () => JSON.stringify(delivered),
+      },
     );
     // The run ended its job: nothing runs, nothing is held while the user decides.
     expect(await runHeld(id)).toEqual({ activeRunId: null, jobs: { active: 0, waiting: 0, delayed: 0 } });
@@ -309,7 +311,8 @@ describe("confirmation mode", () => {
     // The model was asked for both fields on every tool.
     const tools = (llm.requestsFor(tag)[0]?.body.tools ?? []) as { function: { parameters: { required: string[] } } }[];
     expect(tools.length).toBeGreaterThan(0);
-    for (const tool of tools) expect(tool.function.parameters.required).toEqual(expect.arrayContaining(["security_risk", "summary"]));
+    for (const tool of tools)
+      expect(tool.function.parameters.required).toEqual(expect.arrayContaining(["security_risk", "summary"]));
   }, 300_000);
 
   it("the conversation's own policy overrides the settings and changes while it lives; a message while waiting rejects first", async () => {
@@ -319,7 +322,9 @@ describe("confirmation mode", () => {
     llm.pushFor(tag, { toolCalls: [mark("never-high", "HIGH")] }, { text: "Done." });
     const id = await start(tag);
     await statusIs(id, "waiting_for_confirmation", "the settings' policy to stop HIGH");
-    expect(await json(await post(`/api/v1/conversation/${id}/confirmation-policy`, { policy: { kind: "never" } }))).toEqual({
+    expect(
+      await json(await post(`/api/v1/conversation/${id}/confirmation-policy`, { policy: { kind: "never" } })),
+    ).toEqual({
       success: true,
     });
     await json(await respond(id, { accept: true }));
@@ -328,7 +333,13 @@ describe("confirmation mode", () => {
 
     // Still NeverConfirm: a HIGH call runs without a question.
     llm.pushFor(tag, { toolCalls: [mark("never-high-2", "HIGH")] }, { text: "Done again." });
-    await json(await post(`/api/v1/conversation/${id}/events`, { role: "user", content: [{ type: "text", text: "Again." }], run: true }));
+    await json(
+      await post(`/api/v1/conversation/${id}/events`, {
+        role: "user",
+        content: [{ type: "text", text: "Again." }],
+        run: true,
+      }),
+    );
     // It was `finished` already: wait for the second finish.
     await waitFor(async () => kindsOf(await events(id)).filter((k) => k === "finished").length === 2, {
       what: "the second run to finish",
@@ -339,7 +350,13 @@ describe("confirmation mode", () => {
     // AlwaysConfirm (the agent server's path and OpenHands' kind name): even LOW waits.
     await json(await post(`/api/v1/conversation/${id}/confirmation_policy`, { policy: { kind: "AlwaysConfirm" } }));
     llm.pushFor(tag, { toolCalls: [mark("always-low", "LOW")] }, { text: "Understood, I will not." });
-    await json(await post(`/api/v1/conversation/${id}/events`, { role: "user", content: [{ type: "text", text: "Once more." }], run: true }));
+    await json(
+      await post(`/api/v1/conversation/${id}/events`, {
+        role: "user",
+        content: [{ type: "text", text: "Once more." }],
+        run: true,
+      }),
+    );
     await statusIs(id, "waiting_for_confirmation", "AlwaysConfirm to stop a LOW call");
     // A pause while calls wait keeps them waiting: it must not turn into a way past the question.
     await json(await post(`/api/v1/conversation/${id}/pause`));
@@ -347,7 +364,13 @@ describe("confirmation mode", () => {
     expect((await post(`/api/v1/conversation/${id}/run`)).status).toBe(409);
 
     // A new message while waiting: the pending call is rejected first, then the message is the agent's to answer.
-    await json(await post(`/api/v1/conversation/${id}/events`, { role: "user", content: [{ type: "text", text: "Skip that." }], run: true }));
+    await json(
+      await post(`/api/v1/conversation/${id}/events`, {
+        role: "user",
+        content: [{ type: "text", text: "Skip that." }],
+        run: true,
+      }),
+    );
     await statusIs(id, "finished");
     expect(await callsRan(id)).toEqual(["never-high", "never-high-2"]);
     const items = await events(id);
@@ -371,9 +394,9 @@ describe("confirmation mode", () => {
     });
     expect(bad.status).toBe(422);
     expect(((await bad.json()) as { error: { code: string } }).error.code).toBeTruthy();
-    expect((await post(`/api/v1/conversation/${id}/confirmation-policy`, { policy: { kind: "never" } }, otherKey)).status).toBe(
-      404,
-    );
+    expect(
+      (await post(`/api/v1/conversation/${id}/confirmation-policy`, { policy: { kind: "never" } }, otherKey)).status,
+    ).toBe(404);
   }, 300_000);
 
   it("a worker killed while calls wait changes nothing: a new worker runs them on accept, once", async () => {

@@ -108,7 +108,8 @@ export const eventSchema = z
       })
       .meta({
         id: "UserRejectObservation",
-        description: "The user rejected a pending ActionEvent (confirmation mode); the model reads the reason as its result",
+        description:
+          "The user rejected a pending ActionEvent (confirmation mode); the model reads the reason as its result",
       }),
     z
       .object({

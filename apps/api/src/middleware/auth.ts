@@ -180,7 +180,9 @@ export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
   createMiddleware<AuthEnv>(async (c, next) => {
     const principal = await resolvePrincipal(c, deps, keyUsage);
     if (principal.kind === "session" && !sessionMayCall(c.req.method, c.req.path)) {
-      throw unauthorized("A session API key only reads its own conversation and its events, and may interrupt it or answer its confirmations");
+      throw unauthorized(
+        "A session API key only reads its own conversation and its events, and may interrupt it or answer its confirmations",
+      );
     }
     c.set("principal", principal);
     await next();

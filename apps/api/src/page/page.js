@@ -84,7 +84,11 @@
       const risk = a.security_risk || "UNKNOWN";
       const li = el("li", "pending-action");
       li.dataset.risk = risk;
-      li.append(el("span", `risk ${risk}`, risk), el("span", "tool", a.tool_name), el("span", "summary", a.summary || ""));
+      li.append(
+        el("span", `risk ${risk}`, risk),
+        el("span", "tool", a.tool_name),
+        el("span", "summary", a.summary || ""),
+      );
       list.append(li);
     }
   };

@@ -156,11 +156,15 @@ const answer = async (deps: ClientCommandDeps, argv: string[], accept: boolean):
   });
   const id = positionals[0];
   if (!id || positionals.length > 1) {
-    throw new UsageError(accept ? "usage: cli conversations approve ID" : "usage: cli conversations reject ID [--reason TEXT]");
+    throw new UsageError(
+      accept ? "usage: cli conversations approve ID" : "usage: cli conversations reject ID [--reason TEXT]",
+    );
   }
   const reason = (values as { reason?: string }).reason;
   await deps.client.events.respondToConfirmation(id, { accept, ...(reason ? { reason } : {}) });
-  deps.err(accept ? "[confirm] approved: the pending tool calls run" : "[confirm] rejected: the agent goes on without them");
+  deps.err(
+    accept ? "[confirm] approved: the pending tool calls run" : "[confirm] rejected: the agent goes on without them",
+  );
   return 0;
 };
 

@@ -1,5 +1,5 @@
-import { securityAnalyzers } from "../confirmation-policy.ts";
 import { z } from "zod";
+import { securityAnalyzers } from "../confirmation-policy.ts";
 import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
 
 /**

@@ -119,7 +119,8 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
         const run = await trx.selectFrom("agent_runs").select("ended_at").where("id", "=", runId).executeTakeFirst();
         if (run?.ended_at) return { outcome: "ended" } as const;
         // Checked under the row lock the answer takes too: a run never runs what nobody accepted.
-        if (row.execution_status === "waiting_for_confirmation") return { outcome: "waiting_for_confirmation" } as const;
+        if (row.execution_status === "waiting_for_confirmation")
+          return { outcome: "waiting_for_confirmation" } as const;
         const attempt = row.run_attempt + 1;
         const resumed = row.active_run_id === runId;
         await trx
@@ -218,7 +219,9 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
         // Waiting for confirmation, nothing runs: the conversation keeps waiting for the answer
         // (a pause must not let a later run execute what nobody accepted).
         const setPaused =
-          !row.active_run_id && row.execution_status !== "paused" && row.execution_status !== "waiting_for_confirmation";
+          !row.active_run_id &&
+          row.execution_status !== "paused" &&
+          row.execution_status !== "waiting_for_confirmation";
         if (setPaused) drafts.push(newEvent.executionStatus("paused"));
         await eventsRepository(trx).append(conversationId, drafts, opts);
         if (setPaused) await setStatus(trx, conversationId, "paused", false);

@@ -91,10 +91,7 @@ export const confirmationsRepository = (db: Kysely<Database>) => {
      * `idle`, as OpenHands', until the run the caller asks for begins and runs the actions).
      * Reject: a UserRejectObservation per pending action, with the reason, then `idle`.
      */
-    async answer(
-      conversationId: string,
-      answer: ConfirmationAnswer,
-    ): Promise<AnswerResult> {
+    async answer(conversationId: string, answer: ConfirmationAnswer): Promise<AnswerResult> {
       return db.transaction().execute(async (trx) => {
         const row = await trx
           .selectFrom("conversations")
@@ -105,10 +102,14 @@ export const confirmationsRepository = (db: Kysely<Database>) => {
         if (!row) return { outcome: "missing" } as const;
         if (row.execution_status !== "waiting_for_confirmation") return { outcome: "not_waiting" } as const;
         const pending = await pendingActions(trx, conversationId);
-        const drafts: EventDraft[] = answer.accept ? [] : pending.map((a) => newEvent.userReject(
-          { id: a.id, tool_name: a.payload.tool_name, tool_call_id: a.payload.tool_call_id },
-          answer.reason,
-        ));
+        const drafts: EventDraft[] = answer.accept
+          ? []
+          : pending.map((a) =>
+              newEvent.userReject(
+                { id: a.id, tool_name: a.payload.tool_name, tool_call_id: a.payload.tool_call_id },
+                answer.reason,
+              ),
+            );
         // The answer's events go past the cap: refusing them would leave the conversation waiting for ever.
         await eventsRepository(trx).append(conversationId, [...drafts, newEvent.executionStatus("idle")]);
         await trx

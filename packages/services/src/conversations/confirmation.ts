@@ -1,10 +1,4 @@
-import {
-  type ConfirmationPolicy,
-  ConflictError,
-  type Conversation,
-  NotFoundError,
-  UnavailableError,
-} from "@tern/core";
+import { type ConfirmationPolicy, ConflictError, type Conversation, NotFoundError, UnavailableError } from "@tern/core";
 import { confirmationsRepository, sandboxesRepository } from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
@@ -34,9 +28,7 @@ const engineOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Pr
   c.sandboxId ? ((await sandboxesRepository(deps.db).get(c.sandboxId))?.engineId ?? null) : null;
 
 const notWaiting = () =>
-  new ConflictError(
-    "No tool calls wait for confirmation in this conversation (never asked, or already answered)",
-  );
+  new ConflictError("No tool calls wait for confirmation in this conversation (never asked, or already answered)");
 
 /**
  * Accept: the pending calls run, once, in a new run. Reject: each gets a UserRejectObservation

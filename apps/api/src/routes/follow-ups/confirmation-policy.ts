@@ -40,7 +40,12 @@ export const registerConfirmationPolicy = (router: Router, deps: ApiDeps) => {
     routeAt("/api/v1/conversation/{conversation_id}/confirmation_policy", true),
   ]) {
     router.openapi(route, async (c) => {
-      await setConfirmationPolicy(deps, c.get("principal"), c.req.valid("param").conversation_id, c.req.valid("json").policy);
+      await setConfirmationPolicy(
+        deps,
+        c.get("principal"),
+        c.req.valid("param").conversation_id,
+        c.req.valid("json").policy,
+      );
       return c.json({ success: true }, 200);
     });
   }

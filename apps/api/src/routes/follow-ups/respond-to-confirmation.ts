@@ -34,7 +34,9 @@ const route = createRoute({
     ...errorResponses,
     ...notFoundResponse,
     ...conflictResponse("No tool calls wait for confirmation (never asked, or already answered)"),
-    503: errorResponse("The job queue is unreachable: nothing answered, or (said in the message) answered without a run"),
+    503: errorResponse(
+      "The job queue is unreachable: nothing answered, or (said in the message) answered without a run",
+    ),
   },
 });
 
