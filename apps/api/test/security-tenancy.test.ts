@@ -177,6 +177,19 @@ const OWNER_CALLS: Record<string, OwnerCall> = {
     ids: async () => ({ conversation_id: await fresh.conversation() }),
     status: 200,
   },
+  // Nothing waits for confirmation in a fresh conversation: its owner's answer is a 409.
+  "POST /api/v1/conversation/{conversation_id}/events/respond_to_confirmation": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 409,
+  },
+  "POST /api/v1/conversation/{conversation_id}/confirmation-policy": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
+  "POST /api/v1/conversation/{conversation_id}/confirmation_policy": {
+    ids: async () => ({ conversation_id: await fresh.conversation() }),
+    status: 200,
+  },
   "POST /api/v1/conversation/{conversation_id}/run": {
     ids: async () => ({ conversation_id: await fresh.conversation() }),
     status: 409,

@@ -11,7 +11,7 @@ const setConfirmationPolicySchema = z
   .object({ policy: confirmationPolicySchema as unknown as z.ZodType<ConfirmationPolicy> })
   .openapi("SetConfirmationPolicyRequest");
 
-const routeAt = (path: string, hidden: boolean) =>
+const routeAt = (path: string) =>
   createRoute({
     method: "post",
     path,
@@ -21,7 +21,6 @@ const routeAt = (path: string, hidden: boolean) =>
       "Overrides the user's settings (confirmation_mode, security_analyzer) for this conversation, from its next " +
       "LLM response on: NeverConfirm, AlwaysConfirm, or ConfirmRisky with a threshold (LOW, MEDIUM, HIGH; default " +
       "HIGH) and confirm_unknown (default true).",
-    ...(hidden ? { hide: true } : {}),
     request: {
       params: conversationIdParam,
       body: { required: true, content: { "application/json": { schema: setConfirmationPolicySchema } } },
@@ -36,8 +35,8 @@ const routeAt = (path: string, hidden: boolean) =>
 /** The issue's path, and the agent-server's own (`confirmation_policy`) for its clients. */
 export const registerConfirmationPolicy = (router: Router, deps: ApiDeps) => {
   for (const route of [
-    routeAt("/api/v1/conversation/{conversation_id}/confirmation-policy", false),
-    routeAt("/api/v1/conversation/{conversation_id}/confirmation_policy", true),
+    routeAt("/api/v1/conversation/{conversation_id}/confirmation-policy"),
+    routeAt("/api/v1/conversation/{conversation_id}/confirmation_policy"),
   ]) {
     router.openapi(route, async (c) => {
       await setConfirmationPolicy(
