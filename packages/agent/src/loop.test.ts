@@ -14,6 +14,30 @@ const response = (calls: { id: string; name: string; arguments: string }[], text
 const errorOf = (e: EventDraft | undefined) => (e?.kind === "AgentErrorEvent" ? e.payload.error : undefined);
 
 describe("toolCallEvents", () => {
+  it("takes security_risk and summary off the arguments onto the event; missing or invalid risk is UNKNOWN", () => {
+    const events = toolCallEvents(
+      response([
+        {
+          id: "a",
+          name: "terminal",
+          arguments: '{"command":"rm -rf /tmp/x","security_risk":"high","summary":" Remove x "}',
+        },
+        { id: "b", name: "terminal", arguments: '{"command":"ls","security_risk":"SEVERE"}' },
+        { id: "c", name: "file_editor", arguments: '{"command":"view","path":"/w"}' },
+      ]),
+      "r",
+      1,
+    );
+    const payloads = events.map((e) => (e.kind === "ActionEvent" ? e.payload : null));
+    expect(payloads.map((p) => [p?.security_risk, p?.summary])).toEqual([
+      ["HIGH", "Remove x"],
+      ["UNKNOWN", 'terminal: {"command":"ls"}'],
+      ["UNKNOWN", 'file_editor: {"command":"view","path":"/w"}'],
+    ]);
+    // The tool's own arguments do not carry them.
+    expect(payloads[0]?.action).toEqual({ kind: "TerminalAction", command: "rm -rf /tmp/x" });
+  });
+
   it("makes an ActionEvent of a valid call, with the thought on the first event only", () => {
     const events = toolCallEvents(
       response(
