@@ -411,7 +411,9 @@ describe("confirmation mode", () => {
     worker = await startService("worker", workerEnv());
     expect(await events(id)).toEqual(before);
     expect((await conversation(id)).execution_status).toBe("waiting_for_confirmation");
-    await json(await respond(id, { accept: true }));
+    // Two answers at once (a double click, two tabs): one is taken, the other is a 409.
+    const answers = await Promise.all([respond(id, { accept: true }), respond(id, { accept: true })]);
+    expect(answers.map((r) => r.status).sort()).toEqual([200, 409]);
     await statusIs(id, "finished");
     expect(await callsRan(id)).toEqual(["after-kill"]);
   }, 300_000);
