@@ -70,6 +70,11 @@ export interface AgentRunContext {
   maxBudgetPerTask: number | null;
   /** The user's confirmation_mode and security_analyzer; absent: confirmation mode off. */
   confirmation?: { confirmationMode: boolean; securityAnalyzer: SecurityAnalyzer };
+  /**
+   * Tools whose every call waits for the user's confirmation, whatever the policy (e.g. the tools
+   * of the user's MCP servers marked always-confirm). Asked of every ActionEvent of a response.
+   */
+  alwaysConfirm?: (toolName: string) => boolean;
 }
 
 export interface AgentRunDeps {
@@ -110,11 +115,6 @@ export interface AgentRunDeps {
   maxToolOutputBytes?: number;
   /** Runs the git tools (push, pull request) outside the sandbox, with the user's token. */
   git?: GitToolRunner;
-  /**
-   * Tools whose every call waits for the user's confirmation, whatever the policy (e.g. the tools
-   * of an MCP server marked always-confirm). Asked of every ActionEvent of a response.
-   */
-  alwaysConfirm?: (toolName: string) => boolean;
 }
 
 export type RunOutcome =
@@ -391,7 +391,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       actions.map((a) => ({
         tool_name: a.tool_name,
         security_risk: settings.securityAnalyzer === "none" ? "UNKNOWN" : (a.security_risk ?? "UNKNOWN"),
-        always_confirm: deps.alwaysConfirm?.(a.tool_name) ?? false,
+        always_confirm: context.alwaysConfirm?.(a.tool_name) ?? false,
       })),
     );
   };
