@@ -28,6 +28,8 @@ const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   database = await createTestDatabase();
+  // dist/ is the run's global set-up's build (packages/testing/src/global-setup.ts): building again
+  // here would change nothing, and a build is safe beside processes running from dist/.
   execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "pipe" });
 }, scaled(180_000));
 
