@@ -2,6 +2,7 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_pr
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import {
+  appEntry,
   createRedisPrefix,
   createTestDatabase,
   deleteRedisPrefix,
@@ -39,8 +40,6 @@ afterAll(async () => {
   await deleteRedisPrefix(prefix);
 });
 
-const compiled = (app: string) => ["--conditions=tern-dist", `apps/${app}/dist/main.js`];
-
 describe("compiled runtime", () => {
   it("start.sh runs no TypeScript loader", () => {
     const script = readFileSync(`${repoRoot}/scripts/start.sh`, "utf8");
@@ -52,7 +51,7 @@ describe("compiled runtime", () => {
   // Node 20 cannot load a .ts file without a loader, and none is given: serving proves it is all JavaScript.
   it("the compiled API serves, with no TypeScript file loaded", async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, compiled("api"), {
+    const child = spawn(process.execPath, appEntry("api"), {
       cwd: repoRoot,
       env: {
         ...process.env,
@@ -111,8 +110,8 @@ describe("a schema behind the release", () => {
       );
       const name = last.rows[0]!.name;
       await sql`delete from kysely_migration where name = ${name}`.execute(behind.db);
-      for (const app of ["api", "worker"]) {
-        const res = spawnSync(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+      for (const app of ["api", "worker"] as const) {
+        const res = spawnSync(process.execPath, appEntry(app), {
           cwd: repoRoot,
           env: {
             ...process.env,
