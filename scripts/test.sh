@@ -10,5 +10,5 @@ bash scripts/lib/ensure-chromium.sh
 bash scripts/lib/ensure-promtool.sh
 
 pnpm --silent lint
-TURBO_TELEMETRY_DISABLED=1 pnpm --silent typecheck --output-logs=errors-only
+pnpm --silent typecheck
 pnpm exec vitest run "$@"

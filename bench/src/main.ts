@@ -4,7 +4,7 @@ import { cpus, totalmem } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { removeOwnTestNetwork, removeStaleTestNetworks } from "@tern/testing";
+import { removeOwnTestNetwork, removeStaleTestNetworks, repoRoot } from "@tern/testing";
 import { type BenchContext, createContext } from "./context.ts";
 import { renderHtml } from "./html.ts";
 import { removeBenchContainers } from "./raw-docker.ts";
@@ -71,6 +71,8 @@ const main = async () => {
     return;
   }
   await removeStaleTestNetworks();
+  // The API and worker run compiled, as production runs them (startService): build what changed.
+  execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "ignore" });
   const ctx = createContext(values.quick ?? false);
   const startedAt = new Date().toISOString();
   const rows: BenchRow[] = [];

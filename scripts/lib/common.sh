@@ -9,6 +9,9 @@ redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#' <<<"$1"; }
 
 # apt-get install, with `apt-get update` only when the first attempt fails.
 # INSTALL_HINT says what the user can do instead (e.g. "set DATABASE_URL").
+# Two installs at once (two test engines set up side by side, or a user's apt beside start.sh) take
+# turns on dpkg's lock instead of failing on it.
+APT_LOCK_WAIT=(-o DPkg::Lock::Timeout=600)
 apt_install() {
   local hint="${INSTALL_HINT:-install it yourself}"
   [ "$(id -u)" -eq 0 ] || die "need root to install $* (or $hint)"
@@ -16,10 +19,10 @@ apt_install() {
   local out
   out="$(mktemp)"
   log "installing $* (apt-get)"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >"$out" 2>&1; then
+  if ! DEBIAN_FRONTEND=noninteractive apt-get "${APT_LOCK_WAIT[@]}" install -y -q "$@" >"$out" 2>&1; then
     log "apt-get install failed; running apt-get update and retrying"
-    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; } >"$out" 2>&1; then
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get "${APT_LOCK_WAIT[@]}" update -q &&
+      DEBIAN_FRONTEND=noninteractive apt-get "${APT_LOCK_WAIT[@]}" install -y -q "$@"; } >"$out" 2>&1; then
       tail -n 30 "$out" >&2
       rm -f "$out"
       die "could not install $*"

@@ -78,16 +78,7 @@ case "$METHOD" in
   offline)
     [ "$(id -u)" -eq 0 ] ||
       die "building the sandbox image offline needs root (or TERN_SANDBOX_BUILD=dockerfile with a registry)"
-    if ! have debootstrap; then
-      out="$(mktemp)"
-      log "installing debootstrap (apt-get)"
-      if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >"$out" 2>&1; then
-        { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-          DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; } >"$out" 2>&1 ||
-          { tail -n 30 "$out" >&2; rm -f "$out"; die "could not install debootstrap"; }
-      fi
-      rm -f "$out"
-    fi
+    have debootstrap || apt_install debootstrap
     log "building $HASH_TAG offline (debootstrap + docker import; a few minutes)"
     bash "$RECIPE/build-offline.sh" "$HASH_TAG"
     ;;

@@ -2,6 +2,7 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_pr
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import {
+  appEntry,
   createRedisPrefix,
   createTestDatabase,
   deleteRedisPrefix,
@@ -28,6 +29,8 @@ const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   database = await createTestDatabase();
+  // dist/ is the run's global set-up's build (packages/testing/src/global-setup.ts): building again
+  // here would change nothing, and a build is safe beside processes running from dist/.
   execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "pipe" });
 }, scaled(180_000));
 
@@ -36,8 +39,6 @@ afterAll(async () => {
   await database.drop();
   await deleteRedisPrefix(prefix);
 });
-
-const compiled = (app: string) => ["--conditions=tern-dist", `apps/${app}/dist/main.js`];
 
 describe("compiled runtime", () => {
   it("start.sh runs no TypeScript loader", () => {
@@ -50,7 +51,7 @@ describe("compiled runtime", () => {
   // Node 20 cannot load a .ts file without a loader, and none is given: serving proves it is all JavaScript.
   it("the compiled API serves, with no TypeScript file loaded", async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, compiled("api"), {
+    const child = spawn(process.execPath, appEntry("api"), {
       cwd: repoRoot,
       env: {
         ...process.env,
@@ -109,8 +110,8 @@ describe("a schema behind the release", () => {
       );
       const name = last.rows[0]!.name;
       await sql`delete from kysely_migration where name = ${name}`.execute(behind.db);
-      for (const app of ["api", "worker"]) {
-        const res = spawnSync(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+      for (const app of ["api", "worker"] as const) {
+        const res = spawnSync(process.execPath, appEntry(app), {
           cwd: repoRoot,
           env: {
             ...process.env,

@@ -3,6 +3,7 @@ import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS, newEvent, toHexId } from "@tern/core
 import { eventsRepository } from "@tern/db";
 import { createUserWithKey } from "@tern/services";
 import {
+  appEntry,
   createConversationFixture,
   createRedisPrefix,
   createTestDatabase,
@@ -40,7 +41,7 @@ afterAll(async () => {
 
 const env = () => ({ ...process.env, TERN_API_URL: api.url, TERN_API_KEY: key });
 const cli = (args: string[]) =>
-  spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+  spawnSync(process.execPath, [...appEntry("cli"), ...args], {
     cwd: repoRoot,
     env: env(),
     encoding: "utf8",
@@ -49,7 +50,7 @@ const cli = (args: string[]) =>
 
 /** A CLI run in the background, for `watch`: its output so far and its exit code once it ends. */
 const cliInBackground = (args: string[]) => {
-  const child = spawn(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+  const child = spawn(process.execPath, [...appEntry("cli"), ...args], {
     cwd: repoRoot,
     env: env(),
   });

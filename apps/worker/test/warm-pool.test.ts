@@ -90,8 +90,14 @@ describe("warm sandbox pool in the worker", () => {
     // Its liveness key would expire within its TTL; drop it now instead of waiting for it.
     await h.redis.del(workerAliveKey(h.prefix, "pool-w2"));
 
-    // The janitor gives a warm container of a worker that is gone a grace period (60 s from its creation).
-    await h.startWorker({ SANDBOX_POOL_SIZE: "0", WORKER_ID: "pool-janitor", JANITOR_INTERVAL_MS: "2000" });
+    // The janitor gives a warm container of a worker that is gone a grace period from its creation
+    // (POOL_ORPHAN_GRACE_MS: 60 s by default, 5 s here so the test does not wait out a minute).
+    await h.startWorker({
+      SANDBOX_POOL_SIZE: "0",
+      WORKER_ID: "pool-janitor",
+      JANITOR_INTERVAL_MS: "2000",
+      POOL_ORPHAN_GRACE_MS: "5000",
+    });
     await waitFor(async () => (await poolOf("pool-w2")).length === 1, {
       what: "the dead worker's warm containers removed",
       timeoutMs: 150_000,

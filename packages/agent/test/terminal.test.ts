@@ -96,10 +96,12 @@ describe("the terminal: one live shell per conversation", () => {
     expect(textOf(obs[3])).toMatch(/^now\n/);
   });
 
-  it("returns a 45 s sleep early with -1, polls it to its end; C-c stops a loop; reset starts a fresh shell", async () => {
+  // The quiet period is 30 s by default (OpenHands' too); 4 s here proves the same behaviour in a seventh
+  // of the time: a command quiet for longer comes back early, unkilled, and is polled to its end.
+  it("returns a quiet sleep early with -1, polls it to its end; C-c stops a loop; reset starts a fresh shell", async () => {
     const { conversationId } = await fx.newConversation({ message: "Wait, then stop." });
     fx.llm.push(
-      terminal({ command: "export KEPT=yes; sleep 45; echo slept" }),
+      terminal({ command: "export KEPT=yes; sleep 7; echo slept" }),
       terminal({ command: "" }),
       terminal({ command: "while true; do echo tick; sleep 1; done", timeout: 3 }),
       terminal({ command: "C-c", is_input: true }),
@@ -109,14 +111,15 @@ describe("the terminal: one live shell per conversation", () => {
       { text: "done" },
     );
     const began = Date.now();
-    const { observations: obs } = await runWith(conversationId);
+    const { observations: obs } = await runWith(conversationId, {}, { TERMINAL_NO_CHANGE_TIMEOUT_SECONDS: 4 });
     const took = Date.now() - began;
-    // No hard kill: the first call came back after 30 s without output, the second at the sleep's end.
+    // No hard kill: the first call came back after 4 s without output, the second (a poll begun after
+    // 4 s, so it outlasts the 7 s sleep) at the sleep's end.
     expect(obs[0]).toMatchObject({ exit_code: -1, status: "no_change" });
-    expect(textOf(obs[0])).toMatch(/no new output after 30 seconds/);
+    expect(textOf(obs[0])).toMatch(/no new output after 4 seconds/);
     expect(obs[1]).toMatchObject({ exit_code: 0, status: "completed" });
     expect(textOf(obs[1])).toMatch(/slept/);
-    expect(took).toBeGreaterThanOrEqual(45_000);
+    expect(took).toBeGreaterThanOrEqual(7_000);
     expect(obs[2]).toMatchObject({ exit_code: -1, status: "hard_timeout", timed_out: true });
     expect(textOf(obs[2])).toMatch(/tick/);
     expect(obs[3]).toMatchObject({ exit_code: 130, status: "completed" });

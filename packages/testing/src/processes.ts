@@ -35,6 +35,15 @@ export interface ServiceProcess {
 }
 
 /**
+ * The arguments to `node` that run an app as production runs it: compiled, from dist/ (built by the
+ * test run's global set-up), with no TypeScript loader: a third of the CPU of tsx per start.
+ */
+export const appEntry = (app: "api" | "worker" | "cli"): string[] => [
+  "--conditions=tern-dist",
+  `apps/${app}/dist/main.js`,
+];
+
+/**
  * Workers in tests run on the main engine, on their test file's own sandbox network (test-networks.ts),
  * with no egress rules and no disk limit (watched mode would sample every sandbox of the file): the
  * containment tests prove both, each on the engine it needs, with both on.
@@ -52,15 +61,19 @@ const MAX_OUTPUT_CHARS = 4 * 1024 * 1024;
 export const startService = async (
   app: "api" | "worker",
   env: Record<string, string>,
-  /** compiled: runs apps/<app>/dist/main.js as production does (after `pnpm build`), not the source through tsx. */
+  /**
+   * compiled (the default): runs apps/<app>/dist/main.js as production does; the test run's global
+   * set-up builds dist/ (global-setup.ts). false: the source through tsx, at three times the CPU per start.
+   */
   opts: { timeoutMs?: number; compiled?: boolean } = {},
 ): Promise<ServiceProcess> => {
   const port = app === "api" ? (env.PORT ?? String(await freePort())) : "0";
   // Workers' own HTTP servers on any free loopback port: several run at once, and the API finds them in Redis.
   const workerHttp = app === "worker" ? { WORKER_HTTP_PORT: "0", WORKER_HTTP_HOST: "127.0.0.1" } : {};
-  const entry = opts.compiled
-    ? ["--conditions=tern-dist", `apps/${app}/dist/main.js`]
-    : ["--import", "tsx", `apps/${app}/src/main.ts`];
+  const entry =
+    (opts.compiled ?? true)
+      ? ["--conditions=tern-dist", `apps/${app}/dist/main.js`]
+      : ["--import", "tsx", `apps/${app}/src/main.ts`];
   const child = spawn(process.execPath, entry, {
     cwd: repoRoot,
     env: {
