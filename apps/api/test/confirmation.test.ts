@@ -327,6 +327,13 @@ describe("confirmation mode", () => {
     ).toEqual({
       success: true,
     });
+    // Who watches sees the change.
+    const change = (await events(id)).at(-1) as EventItem & { value?: unknown };
+    expect([change.kind, change.key, change.value]).toEqual([
+      "ConversationStateUpdateEvent",
+      "confirmation_policy",
+      { kind: "NeverConfirm" },
+    ]);
     await json(await respond(id, { accept: true }));
     await statusIs(id, "finished");
     expect(await callsRan(id)).toEqual(["never-high"]);

@@ -77,13 +77,20 @@ export const confirmationsRepository = (db: Kysely<Database>) => {
       return parsed.success ? (parsed.data as ConfirmationPolicy) : null;
     },
 
+    /**
+     * Sets the conversation's own policy, with a ConversationStateUpdateEvent (`confirmation_policy`,
+     * as OpenHands' state update names it) in the same transaction: who watches sees the change.
+     */
     async setPolicy(conversationId: string, policy: ConfirmationPolicy): Promise<void> {
       const value = JSON.stringify(policy);
-      await db
-        .insertInto("conversation_confirmation_policies")
-        .values({ conversation_id: conversationId, policy: value })
-        .onConflict((oc) => oc.column("conversation_id").doUpdateSet({ policy: value, updated_at: sql`now()` }))
-        .execute();
+      await db.transaction().execute(async (trx) => {
+        await trx
+          .insertInto("conversation_confirmation_policies")
+          .values({ conversation_id: conversationId, policy: value })
+          .onConflict((oc) => oc.column("conversation_id").doUpdateSet({ policy: value, updated_at: sql`now()` }))
+          .execute();
+        await eventsRepository(trx).append(conversationId, [newEvent.stateUpdate("confirmation_policy", policy)]);
+      });
     },
 
     /**
