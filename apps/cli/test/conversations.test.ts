@@ -153,6 +153,10 @@ describe("cli conversations / events / diff", () => {
       .where("id", "=", conversationId)
       .execute();
     const id = toHexId(conversationId);
+    // This conversation has no sandbox: accepted calls could not run, so approve is refused and they keep waiting.
+    const refused = cli(["conversations", "approve", id]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain("sandbox was removed");
     const rejected = cli(["conversations", "reject", id, "--reason", "not on a Friday"]);
     expect(rejected.status, rejected.stderr).toBe(0);
     const rejections = cli(["events", id, "--kind", "UserRejectObservation", "--json"]).stdout.trim().split("\n");

@@ -2898,7 +2898,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description No tool calls wait for confirmation (never asked, or already answered) */
+                /** @description No tool calls wait for confirmation (never asked, or already answered); or accept, with the sandbox removed */
                 409: {
                     headers: {
                         [name: string]: unknown;

@@ -43,6 +43,11 @@ export const respondToConfirmation = async (
   response: ConfirmationResponse,
 ): Promise<{ actions: number }> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
+  // Accepted calls could not run: say so now, and leave them waiting (a reject still goes through).
+  const sandboxGone = conversation.sandboxStatus === "MISSING" || conversation.sandboxStatus === "ERROR";
+  if (response.accept && sandboxGone && conversation.executionStatus === "waiting_for_confirmation") {
+    throw new ConflictError("The conversation's sandbox was removed: the calls cannot run; reject them instead");
+  }
   // Refused before anything is written while the queue is down: the calls keep waiting.
   assertQueueReady(deps);
   const engineId = await engineOf(deps, conversation);

@@ -33,7 +33,9 @@ const route = createRoute({
     200: { description: "Answered, and the run requested", content: { "application/json": { schema: successSchema } } },
     ...errorResponses,
     ...notFoundResponse,
-    ...conflictResponse("No tool calls wait for confirmation (never asked, or already answered)"),
+    ...conflictResponse(
+      "No tool calls wait for confirmation (never asked, or already answered); or accept, with the sandbox removed",
+    ),
     503: errorResponse(
       "The job queue is unreachable: nothing answered, or (said in the message) answered without a run",
     ),
