@@ -13,7 +13,12 @@ import {
 import { type Database, type StoredUserSettings, userSettingsRepository } from "@tern/db";
 import type { Kysely } from "kysely";
 import { llmKeyContext, mcpConfigContext } from "./secrets.ts";
-import { parseWebhookUrl, resolveWebhookAddresses, WebhookAddressError, type WebhookAddressPolicy } from "./webhook-address.ts";
+import {
+  parseWebhookUrl,
+  resolveWebhookAddresses,
+  WebhookAddressError,
+  type WebhookAddressPolicy,
+} from "./webhook-address.ts";
 
 /**
  * A user's LLM settings (issue 12): their model, their own endpoint and key (sealed, write-only),
@@ -177,14 +182,30 @@ export const userLlmForRun = async (
 export const userMcpConfigForRun = async (
   deps: Pick<SettingsDeps, "db" | "secretBox">,
   userId: string,
-  onUnreadable: (err: unknown) => void = () => {},
+  onUnreadable: (reason: string) => void = () => {},
 ): Promise<McpConfig | null> => {
   const s = await userSettingsRepository(deps.db).get(userId);
   if (!s.sealedMcpConfig) return null;
+  let plain: string;
   try {
-    return mcpConfigSchema.parse(JSON.parse(deps.secretBox.open(s.sealedMcpConfig, mcpConfigContext(userId))));
-  } catch (err) {
-    onUnreadable(err);
+    plain = deps.secretBox.open(s.sealedMcpConfig, mcpConfigContext(userId));
+  } catch {
+    onUnreadable("it does not open under SECRETS_KEY");
     return null;
   }
+  // Only the reason, never the error: a parser's message may quote the text, credentials and all.
+  const parsed = mcpConfigSchema.safeParse(
+    (() => {
+      try {
+        return JSON.parse(plain);
+      } catch {
+        return null;
+      }
+    })(),
+  );
+  if (!parsed.success) {
+    onUnreadable("it is not a valid mcp_config any more");
+    return null;
+  }
+  return parsed.data;
 };
