@@ -3,7 +3,7 @@ import type { McpConfig, StoredEvent, StoredEventOf } from "@tern/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunContext, runAgent } from "../src/loop.ts";
 import type { McpServerStatus } from "../src/mcp/session.ts";
-import { MALFORMED_SERVER_PY, STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "./mcp-server.ts";
+import { MALFORMED_SERVER_PY, STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
