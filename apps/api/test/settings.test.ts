@@ -119,7 +119,9 @@ describe("GET and POST /api/v1/settings", () => {
     }
     expect((await call(key, "/api/v1/settings")).body.mcp_config).toBeNull();
     const ok = await call(key, "/api/v1/settings", {
-      mcp_config: { mcpServers: { s: { url: "https://93.184.216.34/mcp" }, py: { command: "python3", args: ["s.py"] } } },
+      mcp_config: {
+        mcpServers: { s: { url: "https://93.184.216.34/mcp" }, py: { command: "python3", args: ["s.py"] } },
+      },
     });
     expect(ok.status).toBe(200);
     expect(Object.keys(ok.body.mcp_config.mcpServers)).toEqual(["s", "py"]);

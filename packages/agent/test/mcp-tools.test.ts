@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { McpConfig, StoredEvent, StoredEventOf } from "@tern/core";
+import { MALFORMED_SERVER_PY, STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunContext, runAgent } from "../src/loop.ts";
 import type { McpServerStatus } from "../src/mcp/session.ts";
-import { MALFORMED_SERVER_PY, STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**

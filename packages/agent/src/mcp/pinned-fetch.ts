@@ -1,5 +1,5 @@
 import { lookup } from "node:dns/promises";
-import { type IncomingMessage, request as httpRequest } from "node:http";
+import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { Readable } from "node:stream";
@@ -39,7 +39,7 @@ export const checkMcpUrl = (raw: string | URL, policy: McpAddressPolicy): URL =>
 };
 
 /** The address to connect to: `url`'s host resolved now, every address allowed by the policy. */
-export const checkedAddress = async (
+const checkedAddress = async (
   url: URL,
   policy: McpAddressPolicy,
   resolve: Resolver = systemResolve,

@@ -20,7 +20,7 @@ export interface SandboxStdioOptions {
 const pidFileOf = (server: string) => `${SANDBOX_STATE_DIR}/mcp-${server}.pid`;
 
 /** Stops the server started under `server`'s name, if one runs. */
-export const stopSandboxServer = async (
+const stopSandboxServer = async (
   opts: Pick<SandboxStdioOptions, "sandbox" | "sandboxRef" | "server">,
 ): Promise<void> => {
   const pidFile = pidFileOf(opts.server);

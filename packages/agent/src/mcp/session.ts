@@ -14,7 +14,7 @@ import {
 } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { ToolDefinition } from "../llm/types.ts";
-import { checkMcpUrl, type McpAddressPolicy, McpAddressError, pinnedFetch, type Resolver } from "./pinned-fetch.ts";
+import { checkMcpUrl, McpAddressError, type McpAddressPolicy, pinnedFetch, type Resolver } from "./pinned-fetch.ts";
 import { SandboxStdioTransport } from "./sandbox-stdio.ts";
 
 /** The operator's MCP settings (README: MCP_*). */
@@ -35,7 +35,7 @@ const defaults = {
 } as const;
 
 /** Largest JSON schema of one tool's arguments we offer the model, in bytes; a bigger one is left out. */
-export const MCP_MAX_SCHEMA_BYTES = 32 * 1024;
+const MCP_MAX_SCHEMA_BYTES = 32 * 1024;
 /** A tool's description is cut to this many characters. */
 const MAX_DESCRIPTION_CHARS = 2_000;
 /** Times a run starts a dead stdio server again; past that its calls fail. */
@@ -92,7 +92,7 @@ export interface McpToolSet {
   close(): Promise<void>;
 }
 
-export interface McpCallOutcome {
+interface McpCallOutcome {
   text: string;
   isError: boolean;
   observation: Observation;

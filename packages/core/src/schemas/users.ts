@@ -69,11 +69,14 @@ export const settingsRequestSchema = z
       .nullable()
       .optional()
       .meta({ description: "USD a conversation may spend on the LLM; the run stops when reached" }),
-    mcp_config: mcpConfigSchema.nullable().optional().meta({
-      description:
-        "The user's MCP servers ({mcpServers: {name: {url, headers?, transport?} | {command, args?, env?}}}); " +
-        "replaces the stored config whole; a value sent back as ********** keeps the stored one",
-    }),
+    mcp_config: mcpConfigSchema
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "The user's MCP servers ({mcpServers: {name: {url, headers?, transport?} | {command, args?, env?}}}); " +
+          "replaces the stored config whole; a value sent back as ********** keeps the stored one",
+      }),
   })
   .meta({ id: "SettingsRequest" });
 

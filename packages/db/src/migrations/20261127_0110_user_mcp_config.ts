@@ -6,7 +6,9 @@ import { type Kysely, sql } from "kysely";
  * values hidden, which is what GET /settings shows without opening anything.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await sql`alter table user_settings add column mcp_config_sealed text, add column mcp_config_masked jsonb`.execute(db);
+  await sql`alter table user_settings add column mcp_config_sealed text, add column mcp_config_masked jsonb`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
