@@ -88,6 +88,25 @@ describe("a remote MCP server (official SDK, streamable HTTP)", () => {
   }, 90_000);
 });
 
+describe("a remote MCP server on the older SSE transport", () => {
+  it("is reached with transport: sse, and without a transport named (streamable HTTP first, then SSE)", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Add." });
+    fx.llm.push(
+      { toolCalls: [call("old__add", { a: 20, b: 22 }), call("guessed__add", { a: 1, b: 2 })] },
+      { text: "Done." },
+    );
+    const { conversation, events } = await runWith(conversationId, {
+      mcpServers: { old: { url: remote.sseUrl, transport: "sse" }, guessed: { url: remote.sseUrl } },
+    });
+    expect(conversation.executionStatus).toBe("finished");
+    expect(serverStatus(events)).toEqual([
+      { name: "old", transport: "sse", status: "ready", tools: 4 },
+      { name: "guessed", transport: "http", status: "ready", tools: 4 },
+    ]);
+    expect(observations(events).map(resultText)).toEqual(["sum=42", "sum=3"]);
+  }, 60_000);
+});
+
 describe("a stdio MCP server", () => {
   it("runs inside the sandbox as a stdlib-only Python script, is called, and is started again when it dies mid-call", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({ message: "Use the py server." });
@@ -157,6 +176,7 @@ describe("bad MCP servers", () => {
           slow: { url: remote.url },
           garbled: { command: "python3", args: ["/tmp/mcp/bad.py"] },
           missing: { command: "/no/such/program" },
+          empty: { command: "python3", args: ["/tmp/mcp/server.py"], env: { NO_TOOLS: "1" } },
           py: { command: "python3", args: ["/tmp/mcp/server.py"] },
         },
       },
@@ -170,6 +190,7 @@ describe("bad MCP servers", () => {
       reason: expect.stringContaining("malformed JSON-RPC"),
     });
     expect(status.find((s) => s.name === "missing")).toMatchObject({ status: "failed", tools: 0 });
+    expect(status.find((s) => s.name === "empty")).toMatchObject({ status: "failed", reason: "it lists no tools" });
     expect(status.find((s) => s.name === "slow")).toMatchObject({ status: "ready", tools: 4 });
     const [hung, echoed] = observations(events);
     expect(hung?.payload.observation.is_error).toBe(true);

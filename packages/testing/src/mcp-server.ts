@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
 
@@ -30,8 +31,24 @@ export const startTestMcpServer = async () => {
     );
     return server;
   };
+  // The older SSE transport (an event stream at /sse, messages POSTed to /messages), for old servers.
+  const sseSessions = new Map<string, SSEServerTransport>();
   const http: Server = createServer(async (req, res) => {
     requests.push({ method: req.method ?? "", headers: req.headers });
+    const path = new URL(req.url ?? "/", "http://x").pathname;
+    if (path === "/sse" && req.method === "GET") {
+      const transport = new SSEServerTransport("/messages", res);
+      sseSessions.set(transport.sessionId, transport);
+      res.on("close", () => sseSessions.delete(transport.sessionId));
+      await build(req.headers).connect(transport);
+      return;
+    }
+    if (path === "/messages" && req.method === "POST") {
+      const session = sseSessions.get(new URL(req.url ?? "/", "http://x").searchParams.get("sessionId") ?? "");
+      if (!session) res.writeHead(404).end();
+      else await session.handlePostMessage(req, res);
+      return;
+    }
     if (req.method !== "POST") {
       res.writeHead(405).end();
       return;
@@ -49,6 +66,7 @@ export const startTestMcpServer = async () => {
   const port = (http.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/mcp`,
+    sseUrl: `http://127.0.0.1:${port}/sse`,
     port,
     requests,
     close: () =>
@@ -64,12 +82,12 @@ export type TestMcpServer = Awaited<ReturnType<typeof startTestMcpServer>>;
 /**
  * A stdio MCP server as a small dependency-free Python script (stdlib only), to run inside the
  * sandbox: newline-delimited JSON-RPC on stdin/stdout. Tools: `pid` (its process id), `echo`,
- * `crash` (the process dies mid-call, before answering).
+ * `crash` (the process dies mid-call, before answering), `env`; none at all with NO_TOOLS set.
  */
 export const STDIO_SERVER_PY = String.raw`
 import json, os, sys
 
-TOOLS = [
+TOOLS = [] if os.environ.get("NO_TOOLS") else [
     {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "echo", "description": "Echoes text.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
     {"name": "crash", "description": "Dies mid-call.", "inputSchema": {"type": "object", "properties": {}}},
