@@ -3,7 +3,7 @@ import type { McpConfig, StoredEvent, StoredEventOf } from "@tern/core";
 import { MALFORMED_SERVER_PY, STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunContext, runAgent } from "../src/loop.ts";
-import type { McpServerStatus } from "../src/mcp/session.ts";
+import { connectMcpServers, type McpServerStatus } from "../src/mcp/session.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
@@ -86,6 +86,37 @@ describe("a remote MCP server (official SDK, streamable HTTP)", () => {
     expect(resultText(big)).toMatch(/\[Output was cut: 20000 more bytes were left out\.\]$/);
     expect(JSON.stringify(fx.llm.requests.at(-1)?.body)).toContain("sum=5");
   }, 90_000);
+});
+
+describe("confirm: always", () => {
+  it("marks every tool of that server, and only those, for the confirmation policy", async () => {
+    const set = await connectMcpServers(
+      {
+        mcpServers: { careful: { url: remote.url, confirm: "always" }, plain: { url: remote.url, confirm: "policy" } },
+      },
+      {
+        sandboxes: fx.sandboxes,
+        sandboxRef: null,
+        workspaceDir: "/workspace/project",
+        settings: loopbackAllowed,
+        secrets: {},
+        logger: fx.depsFor("openai").logger,
+      },
+    );
+    try {
+      expect(set.definitions.map((d) => d.name).filter((n) => n.endsWith("__add"))).toEqual([
+        "careful__add",
+        "plain__add",
+      ]);
+      expect(set.alwaysConfirm("careful__add")).toBe(true);
+      expect(set.alwaysConfirm("careful__hang")).toBe(true);
+      expect(set.alwaysConfirm("plain__add")).toBe(false);
+      expect(set.alwaysConfirm("terminal")).toBe(false);
+      expect([...set.argumentNames("plain__add")]).toEqual(["a", "b"]);
+    } finally {
+      await set.close();
+    }
+  });
 });
 
 describe("a remote MCP server on the older SSE transport", () => {

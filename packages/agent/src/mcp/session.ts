@@ -70,6 +70,7 @@ interface ToolEntry {
   server: string;
   tool: string;
   alwaysConfirm: boolean;
+  argumentNames: ReadonlySet<string>;
 }
 
 export interface McpToolSet {
@@ -84,6 +85,11 @@ export interface McpToolSet {
    * whatever the conversation's confirmation policy (issue 20 §1 reads this).
    */
   alwaysConfirm(name: string): boolean;
+  /**
+   * The argument names the tool's own schema declares: a call's `security_risk` / `summary` (issue
+   * 20 §1, added to every tool) are taken off its arguments unless the tool itself declares them.
+   */
+  argumentNames(name: string): ReadonlySet<string>;
   call(
     name: string,
     args: Record<string, unknown>,
@@ -312,7 +318,13 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       else if (definitions.length >= settings.MCP_MAX_TOOLS)
         leftOut.push({ tool: t.name, reason: `past MCP_MAX_TOOLS (${settings.MCP_MAX_TOOLS})` });
       else {
-        entries.set(name, { server: c.name, tool: t.name, alwaysConfirm: c.s.confirm === "always" });
+        const properties = (t.inputSchema as { properties?: Record<string, unknown> }).properties ?? {};
+        entries.set(name, {
+          server: c.name,
+          tool: t.name,
+          alwaysConfirm: c.s.confirm === "always",
+          argumentNames: new Set(Object.keys(properties)),
+        });
         definitions.push({
           name,
           description: `${(t.description ?? t.title ?? t.name).slice(0, MAX_DESCRIPTION_CHARS)} (MCP server ${c.name})`,
@@ -396,6 +408,7 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
     maskValues,
     has: (name) => entries.has(name),
     alwaysConfirm: (name) => entries.get(name)?.alwaysConfirm ?? false,
+    argumentNames: (name) => entries.get(name)?.argumentNames ?? new Set(),
     call,
     close: async () => {
       await Promise.all([...handles.values()].map((h) => h.client?.close().catch(() => undefined)));
