@@ -161,7 +161,7 @@ describe("a stdio MCP server", () => {
       { GREETING: greeting },
     );
     expect(conversation.executionStatus).toBe("finished");
-    expect(serverStatus(events)).toEqual([{ name: "py", transport: "stdio", status: "ready", tools: 4 }]);
+    expect(serverStatus(events)).toEqual([{ name: "py", transport: "stdio", status: "ready", tools: 5 }]);
     const results = observations(events).map((o) => [resultText(o), o.payload.observation.is_error]);
     const firstPid = /^pid=(\d+)$/.exec(String(results[0]?.[0]))?.[1];
     const secondPid = /^pid=(\d+)$/.exec(String(results[4]?.[0]))?.[1];
@@ -195,7 +195,7 @@ describe("bad MCP servers", () => {
       { path: "server.py", content: STDIO_SERVER_PY },
     ]);
     fx.llm.push(
-      { toolCalls: [call("slow__hang")] },
+      { toolCalls: [call("slow__hang"), call("py__sleep")] },
       { toolCalls: [call("py__echo", { text: "still here" })] },
       { text: "Carried on." },
     );
@@ -223,7 +223,10 @@ describe("bad MCP servers", () => {
     expect(status.find((s) => s.name === "missing")).toMatchObject({ status: "failed", tools: 0 });
     expect(status.find((s) => s.name === "empty")).toMatchObject({ status: "failed", reason: "it lists no tools" });
     expect(status.find((s) => s.name === "slow")).toMatchObject({ status: "ready", tools: 4 });
-    const [hung, echoed] = observations(events);
+    const [hung, slept, echoed] = observations(events);
+    // A hung stdio server is stopped at the timeout and started again for the next call: the echo
+    // below could not be answered by the one still sleeping.
+    expect(resultText(slept)).toBe("The MCP tool sleep of server py did not answer within 2 seconds.");
     expect(hung?.payload.observation.is_error).toBe(true);
     expect(resultText(hung)).toBe("The MCP tool hang of server slow did not answer within 2 seconds.");
     expect(resultText(echoed)).toBe("echo=still here");

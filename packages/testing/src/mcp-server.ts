@@ -82,15 +82,16 @@ export type TestMcpServer = Awaited<ReturnType<typeof startTestMcpServer>>;
 /**
  * A stdio MCP server as a small dependency-free Python script (stdlib only), to run inside the
  * sandbox: newline-delimited JSON-RPC on stdin/stdout. Tools: `pid` (its process id), `echo`,
- * `crash` (the process dies mid-call, before answering), `env`; none at all with NO_TOOLS set.
+ * `crash` (the process dies mid-call, before answering), `sleep` (hangs), `env`; none at all with NO_TOOLS set.
  */
 export const STDIO_SERVER_PY = String.raw`
-import json, os, sys
+import json, os, sys, time
 
 TOOLS = [] if os.environ.get("NO_TOOLS") else [
     {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "echo", "description": "Echoes text.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
     {"name": "crash", "description": "Dies mid-call.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "sleep", "description": "Hangs.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "env", "description": "An environment variable.", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}}},
 ]
 
@@ -126,6 +127,8 @@ for line in sys.stdin:
             send({"jsonrpc": "2.0", "id": mid, "result": text("env=" + os.environ.get(args.get("name", ""), ""))})
         elif name == "crash":
             os._exit(3)
+        elif name == "sleep":
+            time.sleep(3600)
         else:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool"}})
     else:
