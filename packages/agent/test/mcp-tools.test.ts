@@ -117,6 +117,30 @@ describe("confirm: always", () => {
       await set.close();
     }
   });
+
+  it("MCP_MAX_TOOLS caps the tools in all, over every server, and says which were left out", async () => {
+    const set = await connectMcpServers(
+      { mcpServers: { one: { url: remote.url }, two: { url: remote.url } } },
+      {
+        sandboxes: fx.sandboxes,
+        sandboxRef: null,
+        workspaceDir: "/workspace/project",
+        settings: { ...loopbackAllowed, MCP_MAX_TOOLS: 5 },
+        secrets: {},
+        logger: fx.depsFor("openai").logger,
+      },
+    );
+    try {
+      expect(set.definitions).toHaveLength(5);
+      expect(set.status.map((s) => [s.name, s.tools, s.left_out?.length ?? 0])).toEqual([
+        ["one", 4, 0],
+        ["two", 1, 3],
+      ]);
+      expect(set.status[1]?.left_out?.[0]?.reason).toBe("past MCP_MAX_TOOLS (5)");
+    } finally {
+      await set.close();
+    }
+  });
 });
 
 describe("a remote MCP server on the older SSE transport", () => {
@@ -208,6 +232,7 @@ describe("bad MCP servers", () => {
           garbled: { command: "python3", args: ["/tmp/mcp/bad.py"] },
           missing: { command: "/no/such/program" },
           empty: { command: "python3", args: ["/tmp/mcp/server.py"], env: { NO_TOOLS: "1" } },
+          odd: { command: "python3", args: ["/tmp/mcp/server.py"], env: { ODD_TOOLS: "1" } },
           py: { command: "python3", args: ["/tmp/mcp/server.py"] },
         },
       },
@@ -222,6 +247,14 @@ describe("bad MCP servers", () => {
     });
     expect(status.find((s) => s.name === "missing")).toMatchObject({ status: "failed", tools: 0 });
     expect(status.find((s) => s.name === "empty")).toMatchObject({ status: "failed", reason: "it lists no tools" });
+    expect(status.find((s) => s.name === "odd")).toMatchObject({
+      status: "ready",
+      tools: 5,
+      left_out: [
+        { tool: "wide", reason: expect.stringMatching(/^its schema is \d+ bytes \(at most 32768\)$/) },
+        { tool: "bad name!", reason: expect.stringContaining("is not a valid tool name") },
+      ],
+    });
     expect(status.find((s) => s.name === "slow")).toMatchObject({ status: "ready", tools: 4 });
     const [hung, slept, echoed] = observations(events);
     // A hung stdio server is stopped at the timeout and started again for the next call: the echo

@@ -82,7 +82,8 @@ export type TestMcpServer = Awaited<ReturnType<typeof startTestMcpServer>>;
 /**
  * A stdio MCP server as a small dependency-free Python script (stdlib only), to run inside the
  * sandbox: newline-delimited JSON-RPC on stdin/stdout. Tools: `pid` (its process id), `echo`,
- * `crash` (the process dies mid-call, before answering), `sleep` (hangs), `env`; none at all with NO_TOOLS set.
+ * `crash` (the process dies mid-call, before answering), `sleep` (hangs), `env`; none at all with NO_TOOLS set; with ODD_TOOLS, one whose
+ * schema is too big and one whose name no provider takes.
  */
 export const STDIO_SERVER_PY = String.raw`
 import json, os, sys, time
@@ -94,6 +95,11 @@ TOOLS = [] if os.environ.get("NO_TOOLS") else [
     {"name": "sleep", "description": "Hangs.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "env", "description": "An environment variable.", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}}},
 ]
+
+if os.environ.get("ODD_TOOLS"):
+    TOOLS.append({"name": "wide", "description": "A schema too big to offer.", "inputSchema": {"type": "object",
+        "properties": {"p%d" % i: {"type": "string", "description": "x" * 40} for i in range(1000)}}})
+    TOOLS.append({"name": "bad name!", "description": "A name no provider takes.", "inputSchema": {"type": "object"}})
 
 def send(msg):
     sys.stdout.write(json.dumps(msg) + "\n")
