@@ -279,21 +279,11 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       }
     }),
   );
-  for (const [name, s] of servers.slice(settings.MCP_MAX_SERVERS)) {
-    status.push({
-      name,
-      transport: transportOf(s),
-      status: "skipped",
-      tools: 0,
-      reason: `past MCP_MAX_SERVERS (${settings.MCP_MAX_SERVERS})`,
-    });
-  }
-
   const entries = new Map<string, ToolEntry>();
   const definitions: ToolDefinition[] = [];
   for (const c of connected) {
     if (c.status !== "ready") {
-      status.unshift({
+      status.push({
         name: c.name,
         transport: c.transport,
         status: c.status,
@@ -344,6 +334,15 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       ...(leftOut.length ? { left_out: leftOut.slice(0, 20) } : {}),
     });
   }
+  for (const [name, s] of servers.slice(settings.MCP_MAX_SERVERS)) {
+    status.push({
+      name,
+      transport: transportOf(s),
+      status: "skipped",
+      tools: 0,
+      reason: `past MCP_MAX_SERVERS (${settings.MCP_MAX_SERVERS})`,
+    });
+  }
   // Masked as the run's events are: a reason may quote a header (an error echoing a request).
   for (const s of status) if (s.reason) s.reason = maskSecrets(s.reason, { ...deps.secrets, ...maskValues });
 
@@ -389,7 +388,12 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       if (opts.signal?.aborted)
         return observation(name, `The call of ${entry.tool} was stopped before it answered.`, true);
       const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout;
-      deps.logger.warn({ err, mcp_server: h.name, tool: entry.tool, timed_out: timedOut }, "MCP tool call failed");
+      // The message only, masked: a server's error may echo what it was sent, headers and all.
+      const message = maskSecrets((err as Error).message ?? String(err), { ...deps.secrets, ...maskValues });
+      deps.logger.warn(
+        { error: message, mcp_server: h.name, tool: entry.tool, timed_out: timedOut },
+        "MCP tool call failed",
+      );
       if (timedOut && h.transport === "stdio") {
         // A hung server would hang every later call: the next one starts it again.
         h.dead = true;
