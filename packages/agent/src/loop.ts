@@ -6,6 +6,7 @@ import {
   type EventDraftOf,
   EventLimitError,
   type ExecutionStatus,
+  isStdioServer,
   type Logger,
   type McpConfig,
   maskSecrets,
@@ -71,7 +72,8 @@ export interface AgentRunContext {
 
 export interface AgentRunDeps {
   db: Kysely<Database>;
-  sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect">;
+  /** `openProcess`: stdio MCP servers in the sandbox (a driver without it leaves them out). */
+  sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect" | "openProcess">;
   settings: LlmSettings &
     CondenserSettings &
     McpSettings & {
@@ -663,14 +665,35 @@ const startMcpServers = async (
   const config = context.mcpConfig;
   if (!config || Object.keys(config.mcpServers).length === 0) return null;
   const sandbox = await sandboxOf(deps.db, conversation);
-  const set = await connectMcpServers(config, {
-    sandboxes: deps.sandboxes,
-    sandboxRef: sandbox.ref,
-    workspaceDir: conversation.workspaceDir,
-    settings: deps.settings,
-    secrets: context.secrets,
-    logger: log,
-  });
+  let set: McpToolSet;
+  try {
+    set = await connectMcpServers(config, {
+      sandboxes: deps.sandboxes,
+      sandboxRef: sandbox.ref,
+      workspaceDir: conversation.workspaceDir,
+      settings: deps.settings,
+      secrets: context.secrets,
+      logger: log,
+    });
+  } catch (err) {
+    // A fault of ours, not of one server: the run goes on without MCP rather than fail.
+    const message = maskSecrets((err as Error).message ?? String(err), context.secrets);
+    log.error({ error: message }, "MCP servers could not be set up; the run goes on without them");
+    const reason = `MCP could not be set up: ${message}`;
+    await append([
+      newEvent.stateUpdate(
+        "mcp_servers",
+        Object.entries(config.mcpServers).map(([name, server]) => ({
+          name,
+          transport: isStdioServer(server) ? "stdio" : server.transport === "sse" ? "sse" : "http",
+          status: "failed",
+          tools: 0,
+          reason,
+        })),
+      ),
+    ]);
+    return null;
+  }
   for (const s of set.status) {
     if (s.status === "failed" || s.status === "skipped") {
       log.warn({ mcp_server: s.name, transport: s.transport, reason: s.reason }, "MCP server left out of the run");
@@ -678,7 +701,12 @@ const startMcpServers = async (
       log.info({ mcp_server: s.name, transport: s.transport, tools: s.tools }, "MCP server connected");
     }
   }
-  await append([newEvent.stateUpdate("mcp_servers", set.status)]);
+  try {
+    await append([newEvent.stateUpdate("mcp_servers", set.status)]);
+  } catch (err) {
+    await set.close();
+    throw err;
+  }
   return set;
 };
 
