@@ -186,6 +186,11 @@ describe("a stdio MCP server", () => {
     );
     expect(conversation.executionStatus).toBe("finished");
     expect(serverStatus(events)).toEqual([{ name: "py", transport: "stdio", status: "ready", tools: 5 }]);
+    const at = (pred: (e: StoredEvent) => boolean) => Date.parse(events.find(pred)?.timestamp ?? "");
+    const startMs =
+      at((e) => e.kind === "ConversationStateUpdateEvent" && e.payload.key === "mcp_servers") -
+      at((e) => e.kind === "ConversationStateUpdateEvent" && e.payload.key === "execution_status");
+    console.info(`stdio server started in the sandbox and listed in ${startMs} ms`);
     const results = observations(events).map((o) => [resultText(o), o.payload.observation.is_error]);
     const firstPid = /^pid=(\d+)$/.exec(String(results[0]?.[0]))?.[1];
     const secondPid = /^pid=(\d+)$/.exec(String(results[4]?.[0]))?.[1];
