@@ -189,7 +189,7 @@ export interface RotationResult {
 
 /**
  * Seals every stored value again under the secret box's sealing key (the first of SECRETS_KEY):
- * user secrets, start-request secrets, users' LLM keys, git provider tokens and webhook signing secrets. Run it after putting a new key first
+ * user secrets, start-request secrets, users' LLM keys and MCP configs, git provider tokens and webhook signing secrets. Run it after putting a new key first
  * (the old one after it); once it reports nothing unreadable, the old key may be dropped. A value
  * changed meanwhile is left as its writer sealed it (under the new key already).
  */
