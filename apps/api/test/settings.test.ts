@@ -125,6 +125,23 @@ describe("GET and POST /api/v1/settings", () => {
     });
     expect(ok.status).toBe(200);
     expect(Object.keys(ok.body.mcp_config.mcpServers)).toEqual(["s", "py"]);
+    // The shapes other clients write: `type` for the transport (Claude Code, VS Code), a description.
+    const claudeStyle = {
+      mcpServers: {
+        web: { type: "sse", url: "https://93.184.216.34/sse", description: "old server" },
+        local: { type: "stdio", command: "npx", args: ["-y", "some-server"] },
+      },
+    };
+    const taken = await call(key, "/api/v1/settings", { mcp_config: claudeStyle });
+    expect(taken.status).toBe(200);
+    expect(taken.body.mcp_config).toEqual(claudeStyle);
+    expect(
+      (
+        await call(key, "/api/v1/settings", {
+          mcp_config: { mcpServers: { s: { url: "https://93.184.216.34", oauth: {} } } },
+        })
+      ).status,
+    ).toBe(422);
     expect((await call(key, "/api/v1/settings", { mcp_config: null })).body.mcp_config).toBeNull();
   });
 });

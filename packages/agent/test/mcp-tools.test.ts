@@ -144,21 +144,32 @@ describe("confirm: always", () => {
 });
 
 describe("a remote MCP server on the older SSE transport", () => {
-  it("is reached with transport: sse, and without a transport named (streamable HTTP first, then SSE)", async () => {
+  it("is reached with transport (or type): sse, and without a transport named (streamable HTTP first, then SSE)", async () => {
     const { conversationId } = await fx.newConversation({ message: "Add." });
     fx.llm.push(
-      { toolCalls: [call("old__add", { a: 20, b: 22 }), call("guessed__add", { a: 1, b: 2 })] },
+      {
+        toolCalls: [
+          call("old__add", { a: 20, b: 22 }),
+          call("guessed__add", { a: 1, b: 2 }),
+          call("typed__add", { a: 2, b: 2 }),
+        ],
+      },
       { text: "Done." },
     );
     const { conversation, events } = await runWith(conversationId, {
-      mcpServers: { old: { url: remote.sseUrl, transport: "sse" }, guessed: { url: remote.sseUrl } },
+      mcpServers: {
+        old: { url: remote.sseUrl, transport: "sse" },
+        guessed: { url: remote.sseUrl },
+        typed: { url: remote.sseUrl, type: "sse" },
+      },
     });
     expect(conversation.executionStatus).toBe("finished");
     expect(serverStatus(events)).toEqual([
       { name: "old", transport: "sse", status: "ready", tools: 4 },
       { name: "guessed", transport: "http", status: "ready", tools: 4 },
+      { name: "typed", transport: "sse", status: "ready", tools: 4 },
     ]);
-    expect(observations(events).map(resultText)).toEqual(["sum=42", "sum=3"]);
+    expect(observations(events).map(resultText)).toEqual(["sum=42", "sum=3", "sum=4"]);
   }, 60_000);
 });
 

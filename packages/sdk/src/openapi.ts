@@ -5373,6 +5373,9 @@ export interface components {
                         /** @enum {string} */
                         transport?: "http" | "streamable-http" | "shttp" | "sse";
                         /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
                     } | {
@@ -5383,6 +5386,9 @@ export interface components {
                         };
                         /** @enum {string} */
                         transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
                         /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
@@ -5416,6 +5422,9 @@ export interface components {
                         /** @enum {string} */
                         transport?: "http" | "streamable-http" | "shttp" | "sse";
                         /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
                     } | {
@@ -5426,6 +5435,9 @@ export interface components {
                         };
                         /** @enum {string} */
                         transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
                         /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
@@ -5502,6 +5514,9 @@ export interface components {
                         /** @enum {string} */
                         transport?: "http" | "streamable-http" | "shttp" | "sse";
                         /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
                     } | {
@@ -5512,6 +5527,9 @@ export interface components {
                         };
                         /** @enum {string} */
                         transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
                         /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
@@ -5539,6 +5557,9 @@ export interface components {
                         /** @enum {string} */
                         transport?: "http" | "streamable-http" | "shttp" | "sse";
                         /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;
                     } | {
@@ -5549,6 +5570,9 @@ export interface components {
                         };
                         /** @enum {string} */
                         transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
                         /** @enum {string} */
                         confirm?: "always" | "policy";
                         enabled?: boolean;

@@ -9,6 +9,8 @@ import {
   type McpConfig,
   type McpServerConfig,
   maskSecrets,
+  mcpTransportNamed,
+  mcpTransportOf,
   type Observation,
   secretReferencePattern,
 } from "@tern/core";
@@ -142,8 +144,7 @@ const withTimeout = async <T>(work: Promise<T>, ms: number, what: string): Promi
   }
 };
 
-const transportOf = (s: McpServerConfig): McpServerStatus["transport"] =>
-  isStdioServer(s) ? "stdio" : s.transport === "sse" ? "sse" : "http";
+const transportOf = (s: McpServerConfig): McpServerStatus["transport"] => mcpTransportOf(s);
 
 /** The text a tool's result gives the model: its text blocks, other blocks named; cut at `max` bytes. */
 const resultText = (content: unknown, max: number): { text: string; cut: number } => {
@@ -229,8 +230,8 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
           : new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } });
       await withTimeout(client.connect(transport, connectOpts), settings.MCP_CONNECT_TIMEOUT_MS, "connecting");
     };
-    if (s.transport === "sse") await open("sse");
-    else if (s.transport) await open("http");
+    if (mcpTransportOf(s) === "sse") await open("sse");
+    else if (mcpTransportNamed(s)) await open("http");
     else {
       // No transport named: streamable HTTP, then SSE for an older server (the spec's fallback).
       try {

@@ -29,11 +29,16 @@ const valueMap = z.record(z.string().min(1).max(200), z.string().max(8192));
 /** Whether each of the server's calls waits for the user (`always`) or follows the conversation's policy. */
 export const mcpConfirmSchema = z.enum(["always", "policy"]);
 
+const remoteTransport = z.enum(["http", "streamable-http", "shttp", "sse"]);
+
 const remoteServer = z.strictObject({
   url: z.string().min(1).max(2000),
   headers: valueMap.optional(),
   /** `http` (streamable HTTP, the default; `streamable-http` and `shttp` are the same) or `sse` (older servers). */
-  transport: z.enum(["http", "streamable-http", "shttp", "sse"]).optional(),
+  transport: remoteTransport.optional(),
+  /** The same as `transport`, as Claude Code and VS Code name it; `transport` wins. */
+  type: remoteTransport.optional(),
+  description: z.string().max(1000).optional(),
   confirm: mcpConfirmSchema.optional(),
   /** OpenHands' field: a disabled server stays configured but is not offered. */
   enabled: z.boolean().optional(),
@@ -44,6 +49,8 @@ const stdioServer = z.strictObject({
   args: z.array(z.string().max(4000)).max(100).optional(),
   env: valueMap.optional(),
   transport: z.literal("stdio").optional(),
+  type: z.literal("stdio").optional(),
+  description: z.string().max(1000).optional(),
   confirm: mcpConfirmSchema.optional(),
   enabled: z.boolean().optional(),
 });
@@ -54,6 +61,13 @@ export type McpRemoteServerConfig = z.infer<typeof remoteServer>;
 export type McpStdioServerConfig = z.infer<typeof stdioServer>;
 
 export const isStdioServer = (s: McpServerConfig): s is McpStdioServerConfig => "command" in s;
+
+/** How a server is reached: `stdio`, `sse`, or `http` (streamable HTTP; also when none is named). */
+export const mcpTransportOf = (s: McpServerConfig): "stdio" | "sse" | "http" =>
+  isStdioServer(s) ? "stdio" : (s.transport ?? s.type) === "sse" ? "sse" : "http";
+
+/** Whether the config names a remote server's transport (else streamable HTTP is tried, then SSE). */
+export const mcpTransportNamed = (s: McpRemoteServerConfig): boolean => (s.transport ?? s.type) !== undefined;
 
 /** `mcp_config` of the settings: `{mcpServers: {name: server}}`. */
 export const mcpConfigSchema = z
