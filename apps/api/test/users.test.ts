@@ -41,6 +41,7 @@ describe("users", () => {
       llm_api_key_set: false,
       max_iterations: null,
       max_budget_per_task: null,
+      mcp_config: null,
     });
     // The new user's keys are their own: the admin's list does not show them.
     const adminKeys = (await json(await api.call("/api/keys", { key: admin.key }))) as unknown as Json[];

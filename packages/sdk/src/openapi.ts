@@ -5362,6 +5362,39 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            /** @description Header and env values that are not <secret:NAME> references read as ********** */
+            mcp_config: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
             name: string | null;
@@ -5378,6 +5411,39 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            /** @description Header and env values that are not <secret:NAME> references read as ********** */
+            mcp_config: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
             name: string | null;
@@ -5437,6 +5503,39 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            /** @description Header and env values that are not <secret:NAME> references read as ********** */
+            mcp_config: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
         };
         SettingsRequest: {
             llm_model?: string | null;
@@ -5447,6 +5546,39 @@ export interface components {
             max_iterations?: number | null;
             /** @description USD a conversation may spend on the LLM; the run stops when reached */
             max_budget_per_task?: number | null;
+            /** @description The user's MCP servers ({mcpServers: {name: {url, headers?, transport?} | {command, args?, env?}}}); replaces the stored config whole; a value sent back as ********** keeps the stored one */
+            mcp_config?: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
         };
         CreatedWebhook: {
             /** @example 0f8fad5bd9cb469fa16570867728950e */

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
+import { mcpConfigSchema } from "./mcp.ts";
 
 /**
  * Users, their secrets and their LLM settings (issue 12). Write-only values (a secret's value, the
@@ -68,6 +69,14 @@ export const settingsRequestSchema = z
       .nullable()
       .optional()
       .meta({ description: "USD a conversation may spend on the LLM; the run stops when reached" }),
+    mcp_config: mcpConfigSchema
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "The user's MCP servers ({mcpServers: {name: {url, headers?, transport?} | {command, args?, env?}}}); " +
+          "replaces the stored config whole; a value sent back as ********** keeps the stored one",
+      }),
   })
   .meta({ id: "SettingsRequest" });
 
@@ -81,6 +90,9 @@ export const settingsRecordSchema = z
     llm_api_key_set: z.boolean(),
     max_iterations: z.number().int().nullable(),
     max_budget_per_task: z.number().nullable(),
+    mcp_config: mcpConfigSchema
+      .nullable()
+      .meta({ description: "Header and env values that are not <secret:NAME> references read as **********" }),
   })
   .meta({ id: "Settings" });
 

@@ -17,6 +17,7 @@ import * as m0080 from "./20261123_0080_change_notifications.ts";
 import * as m0085 from "./20261123_0085_webhooks.ts";
 import * as m0090 from "./20261123_0090_sealed_session_keys.ts";
 import * as m0091 from "./20261123_0091_plaintext_session_key_idx.ts";
+import * as m0110 from "./20261127_0110_user_mcp_config.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -38,4 +39,5 @@ export const migrations: Record<string, Migration> = {
   "20261123_0085_webhooks": m0085,
   "20261123_0090_sealed_session_keys": m0090,
   "20261123_0091_plaintext_session_key_idx": m0091,
+  "20261127_0110_user_mcp_config": m0110,
 };

@@ -1,4 +1,4 @@
-import type { SettingsRecord } from "@tern/core";
+import { mcpConfigSchema, type SettingsRecord } from "@tern/core";
 import type { StoredUserSettings } from "@tern/db";
 
 /** The settings as a client reads them: the key only as whether one is set. */
@@ -8,4 +8,5 @@ export const toSettingsRecord = (s: StoredUserSettings): SettingsRecord => ({
   llm_api_key_set: s.sealedLlmApiKey !== null,
   max_iterations: s.maxIterations,
   max_budget_per_task: s.maxBudgetPerTask,
+  mcp_config: s.maskedMcpConfig ? mcpConfigSchema.parse(s.maskedMcpConfig) : null,
 });
