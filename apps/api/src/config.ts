@@ -39,6 +39,9 @@ const apiConfigSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE: configFields.WEBHOOK_ALLOW_PRIVATE,
   WEBHOOK_ALLOW_HTTP: configFields.WEBHOOK_ALLOW_HTTP,
   MAX_WEBHOOKS_PER_USER: configFields.MAX_WEBHOOKS_PER_USER,
+  MCP_ALLOW_PRIVATE: configFields.MCP_ALLOW_PRIVATE,
+  MCP_ALLOW_HTTP: configFields.MCP_ALLOW_HTTP,
+  MCP_MAX_SERVERS: configFields.MCP_MAX_SERVERS,
   MAX_MESSAGE_BYTES: configFields.MAX_MESSAGE_BYTES,
   MAX_EVENTS_PER_CONVERSATION: configFields.MAX_EVENTS_PER_CONVERSATION,
   /** Event streams (SSE, WebSocket): a comment this often keeps proxies from closing an idle stream. */

@@ -8,7 +8,7 @@ import {
   parseSecretsKeys,
   toHexId,
 } from "@tern/core";
-import { agentSecretEnv, userSecretContext } from "@tern/services";
+import { agentSecretEnv, userMcpConfigForRun, userSecretContext } from "@tern/services";
 import { appEntry, createConversationFixture, repoRoot, scaled, testSecretsKey } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
@@ -249,6 +249,8 @@ describe("cli secrets rotate-key", () => {
     const { key, userId } = await api.newUser();
     await call(key, "/api/v1/secrets", { method: "POST", json: { name: "ROTATED", value: CANARY } });
     await call(key, "/api/v1/settings", { method: "POST", json: { llm_api_key: `${CANARY}-llm` } });
+    const mcpConfig = { mcpServers: { py: { command: "python3", args: ["s.py"], env: { TOKEN: `${CANARY}-mcp` } } } };
+    await call(key, "/api/v1/settings", { method: "POST", json: { mcp_config: mcpConfig } });
     const newKey = generateSecretsKey();
     const cli = (secretsKey: string) =>
       spawnSync(process.execPath, [...appEntry("cli"), "secrets", "rotate-key"], {
@@ -272,6 +274,8 @@ describe("cli secrets rotate-key", () => {
       .where("user_id", "=", userId)
       .executeTakeFirstOrThrow();
     expect(settings.llm_api_key?.split(".")[1]).toBe(onlyNew.keyId);
+    expect(settings.mcp_config_sealed?.split(".")[1]).toBe(onlyNew.keyId);
+    expect(await userMcpConfigForRun({ db: api.database.db, secretBox: onlyNew }, userId)).toEqual(mcpConfig);
     // A second run has nothing left to do.
     expect(cli(`${newKey},${testSecretsKey}`).stdout).toMatch(/^resealed 0, /);
     // Without the old key nothing of the old values would open: the CLI says so and fails.

@@ -32,6 +32,7 @@ describe("GET and POST /api/v1/settings", () => {
       max_budget_per_task: null,
       confirmation_mode: false,
       security_analyzer: "llm",
+      mcp_config: null,
     });
     const set = await call(key, "/api/v1/settings", {
       llm_model: "anthropic/claude-sonnet-4-5",
@@ -50,6 +51,7 @@ describe("GET and POST /api/v1/settings", () => {
       max_budget_per_task: 2.5,
       confirmation_mode: true,
       security_analyzer: "none",
+      mcp_config: null,
     });
     const row = await api.database.db
       .selectFrom("user_settings")
@@ -108,6 +110,48 @@ describe("GET and POST /api/v1/settings", () => {
     }
     expect((await call(key, "/api/v1/settings")).body.llm_api_key_set).toBe(false);
     expect((await call(key, "/api/v1/settings", { llm_base_url: "https://llm.example.com/v1" })).status).toBe(200);
+  });
+
+  it("refuses an MCP server URL inside the deployment, or plain http, unless the operator allows it", async () => {
+    const { key } = await api.newUser();
+    for (const url of [
+      "http://93.184.216.34/mcp",
+      "https://127.0.0.1/mcp",
+      "https://10.0.0.8/mcp",
+      "https://169.254.169.254/latest",
+      "https://[::1]/mcp",
+      "https://user:pw@93.184.216.34/mcp",
+    ]) {
+      const res = await call(key, "/api/v1/settings", { mcp_config: { mcpServers: { s: { url } } } });
+      expect(res.status, url).toBe(422);
+      expect(res.body.detail).toMatch(/^mcp_config\.mcpServers\.s\.url: /);
+    }
+    expect((await call(key, "/api/v1/settings")).body.mcp_config).toBeNull();
+    const ok = await call(key, "/api/v1/settings", {
+      mcp_config: {
+        mcpServers: { s: { url: "https://93.184.216.34/mcp" }, py: { command: "python3", args: ["s.py"] } },
+      },
+    });
+    expect(ok.status).toBe(200);
+    expect(Object.keys(ok.body.mcp_config.mcpServers)).toEqual(["s", "py"]);
+    // The shapes other clients write: `type` for the transport (Claude Code, VS Code), a description.
+    const claudeStyle = {
+      mcpServers: {
+        web: { type: "sse", url: "https://93.184.216.34/sse", description: "old server" },
+        local: { type: "stdio", command: "npx", args: ["-y", "some-server"] },
+      },
+    };
+    const taken = await call(key, "/api/v1/settings", { mcp_config: claudeStyle });
+    expect(taken.status).toBe(200);
+    expect(taken.body.mcp_config).toEqual(claudeStyle);
+    expect(
+      (
+        await call(key, "/api/v1/settings", {
+          mcp_config: { mcpServers: { s: { url: "https://93.184.216.34", oauth: {} } } },
+        })
+      ).status,
+    ).toBe(422);
+    expect((await call(key, "/api/v1/settings", { mcp_config: null })).body.mcp_config).toBeNull();
   });
 });
 

@@ -43,6 +43,7 @@ describe("users", () => {
       max_budget_per_task: null,
       confirmation_mode: false,
       security_analyzer: "llm",
+      mcp_config: null,
     });
     // The new user's keys are their own: the admin's list does not show them.
     const adminKeys = (await json(await api.call("/api/keys", { key: admin.key }))) as unknown as Json[];

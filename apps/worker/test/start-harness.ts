@@ -48,7 +48,7 @@ export interface StartHarness {
   gitToken: string;
   /** Starts a worker process; `env` on top of the harness's. */
   startWorker: (env?: Record<string, string>, opts?: { timeoutMs?: number }) => Promise<ServiceProcess>;
-  startApi: (opts?: { timeoutMs?: number }) => Promise<ServiceProcess>;
+  startApi: (opts?: { timeoutMs?: number; env?: Record<string, string> }) => Promise<ServiceProcess>;
   newUser: () => Promise<{ userId: string; key: string }>;
   /** POST /api/v1/app-conversations through the API process; returns the response. */
   post: (api: ServiceProcess, key: string, body: unknown) => Promise<Response>;
@@ -132,8 +132,9 @@ export const createStartHarness = async (): Promise<StartHarness> => {
           REDIS_PREFIX: prefix,
           // Bursts of starts by one user: the tenancy limits are the API tests' to prove.
           ...tenancyLimitsOff,
+          ...opts.env,
         },
-        opts,
+        { ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}) },
       );
       processes.push(p);
       return p;

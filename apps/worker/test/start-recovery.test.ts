@@ -115,6 +115,7 @@ describe("a worker killed in the middle of a stage", () => {
       limits: { memoryMb: 128, cpus: 0.5, pids: 64 },
     });
     const ofFailedTask = await driver.create(spec("failed", failed.id));
+    const nobodyMadeAt = Date.now();
     const ofNobody = await driver.create(spec("nobody", randomUUID()));
     const paused = await driver.create(spec("paused", randomUUID()));
     await driver.pause(paused.ref).catch(() => undefined);
@@ -137,6 +138,9 @@ describe("a worker killed in the middle of a stage", () => {
         },
         { what: "the janitor to remove the orphans" },
       );
+      // One that no row names yet is given 10 s, the time a creator takes to commit the rows that will
+      // own it (a sweep runs every second here): not removed as an orphan before.
+      expect(Date.now() - nobodyMadeAt).toBeGreaterThanOrEqual(10_000);
       // A whole sweep begun after every sandbox above was made: what it kept, it keeps.
       await janitor.after(1);
       expect(await driver.inspect(foreign.ref)).not.toBeNull();

@@ -7,7 +7,9 @@ import {
   EventLimitError,
   type ExecutionStatus,
   type Logger,
+  type McpConfig,
   maskSecrets,
+  mcpTransportOf,
   metrics,
   newEvent,
   newId,
@@ -46,11 +48,19 @@ import {
   type ToolCall,
 } from "./llm/types.ts";
 import { usageMetrics } from "./llm/usage-metrics.ts";
+import { connectMcpServers, type McpSettings, type McpToolSet } from "./mcp/session.ts";
 import { analyzeRun } from "./run-state.ts";
 import { actionErrorNudge, defaultStuckThresholds, nudgeEvent, type StuckThresholds } from "./stuck-detector.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
-import { isToolName, type ToolName, takeCallMeta, toolArgs, toolDefinitions } from "./tools/definitions.ts";
-import { executeTool } from "./tools/execute.ts";
+import {
+  isToolName,
+  type ToolName,
+  takeCallMeta,
+  toolArgs,
+  toolDefinitions,
+  withCallMeta,
+} from "./tools/definitions.ts";
+import { executeTool, type ToolOutcome } from "./tools/execute.ts";
 import type { GitToolRunner } from "./tools/git.ts";
 import { currentTaskList } from "./tools/task-tracker.ts";
 import { interruptedToolResult, stopSignal } from "./tools/terminal/interrupt.ts";
@@ -71,17 +81,22 @@ export interface AgentRunContext {
   /** The user's confirmation_mode and security_analyzer; absent: confirmation mode off. */
   confirmation?: { confirmationMode: boolean; securityAnalyzer: SecurityAnalyzer };
   /**
-   * Tools whose every call waits for the user's confirmation, whatever the policy (e.g. the tools
-   * of the user's MCP servers marked always-confirm). Asked of every ActionEvent of a response.
+   * Tools whose every call waits for the user's confirmation, whatever the policy, beside the
+   * tools of MCP servers marked `confirm: "always"` (McpToolSet.alwaysConfirm). Asked of every
+   * ActionEvent of a response.
    */
   alwaysConfirm?: (toolName: string) => boolean;
+  /** The user's MCP servers (settings' mcp_config, opened); absent or null: none. */
+  mcpConfig?: McpConfig | null;
 }
 
 export interface AgentRunDeps {
   db: Kysely<Database>;
-  sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect">;
+  /** `openProcess`: stdio MCP servers in the sandbox (a driver without it leaves them out). */
+  sandboxes: Pick<SandboxDriver, "exec" | "upload" | "inspect" | "openProcess">;
   settings: LlmSettings &
-    CondenserSettings & {
+    CondenserSettings &
+    McpSettings & {
       MAX_ITERATIONS: number;
       /** Talk-only responses in a row that make a monologue (stuck); 0: off (default 6). */
       AGENT_STUCK_MONOLOGUE?: number;
@@ -190,6 +205,7 @@ export const toolCallEvents = (
   response: LlmResponse,
   responseId: string,
   historySeq: number,
+  mcp?: Pick<McpToolSet, "has" | "definitions" | "argumentNames">,
 ): EventDraftOf<"ActionEvent" | "AgentErrorEvent">[] =>
   withUniqueIds(response.toolCalls).map((call: ToolCall, i) => {
     const thought = i === 0 && response.text ? [{ type: "text" as const, text: response.text }] : [];
@@ -203,8 +219,10 @@ export const toolCallEvents = (
         thought,
         error,
       });
-    if (!isToolName(call.name)) {
-      return fail(`Unknown tool "${call.name}". The tools are: ${toolDefinitions.map((t) => t.name).join(", ")}.`);
+    const isMcp = mcp?.has(call.name) === true;
+    if (!isToolName(call.name) && !isMcp) {
+      const names = [...toolDefinitions, ...(mcp?.definitions ?? [])].map((t) => t.name);
+      return fail(`Unknown tool "${call.name}". The tools are: ${names.join(", ")}.`);
     }
     let raw: unknown;
     try {
@@ -212,11 +230,29 @@ export const toolCallEvents = (
     } catch (err) {
       return fail(`The arguments of ${call.name} are not valid JSON (${(err as Error).message}). Send a JSON object.`);
     }
-    // security_risk and summary are every call's, not the tool's: taken off before its schema checks.
+    // security_risk and summary are every call's, not the tool's: taken off before its schema checks
+    // (an MCP tool whose own schema declares one keeps it, and it is read from there).
     const meta =
       raw && typeof raw === "object" && !Array.isArray(raw)
-        ? takeCallMeta(call.name, raw as Record<string, unknown>)
+        ? takeCallMeta(call.name, raw as Record<string, unknown>, isMcp ? mcp?.argumentNames(call.name) : undefined)
         : { security_risk: "UNKNOWN" as const, summary: `${call.name}: ${call.arguments}`.slice(0, 500) };
+    if (isMcp || !isToolName(call.name)) {
+      // An MCP tool's arguments go to its server as they are (OpenHands' MCPToolAction.data); the
+      // server checks them against its schema and says what is wrong.
+      if (!raw || typeof raw !== "object" || Array.isArray(raw)) {
+        return fail(`The arguments of ${call.name} must be a JSON object.`);
+      }
+      return newEvent.action({
+        tool_name: call.name,
+        tool_call_id: call.id,
+        thought,
+        action: { kind: "MCPToolAction", data: raw as Record<string, unknown> },
+        tool_call: call,
+        llm_response_id: responseId,
+        history_seq: historySeq,
+        ...meta,
+      });
+    }
     const parsed = toolArgs[call.name].safeParse(raw);
     if (!parsed.success) return fail(`Invalid arguments for ${call.name}: ${issuesText(parsed.error)}.`);
     return newEvent.action({
@@ -231,11 +267,7 @@ export const toolCallEvents = (
     });
   });
 
-const observationOf = (
-  event: { id: string },
-  payload: ActionPayload,
-  result: Awaited<ReturnType<typeof executeTool>>,
-): EventDraft =>
+const observationOf = (event: { id: string }, payload: ActionPayload, result: ToolOutcome): EventDraft =>
   newEvent.observation({
     tool_name: payload.tool_name,
     tool_call_id: payload.tool_call_id,
@@ -315,7 +347,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
 
   // Filled once the run holds the conversation; until then nothing secret is in play.
   let context: AgentRunContext = noContext;
-  const masked = <T>(value: T): T => (Object.keys(context.secrets).length ? maskDeep(value, context.secrets) : value);
+  // The user's MCP servers for this run, connected once it holds the conversation.
+  let mcp: McpToolSet | null = null;
+  const maskedValues = () => (mcp ? { ...mcp.maskValues, ...context.secrets } : context.secrets);
+  const masked = <T>(value: T): T => (Object.keys(maskedValues()).length ? maskDeep(value, maskedValues()) : value);
   const append = (drafts: EventDraft[]) => runs.append(lease, masked(drafts), { maxEvents });
 
   const end = async (
@@ -337,9 +372,31 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     payload: ActionPayload,
     sandboxRef: SandboxRef | null,
     opts: { attachMs?: number; signal?: AbortSignal; interruptFirst?: boolean } = {},
-  ) => {
+  ): Promise<ToolOutcome> => {
     const { kind: _kind, ...args } = payload.action;
     const began = performance.now();
+    if (!isToolName(payload.tool_name)) {
+      // An MCP tool (or one whose server this run does not have: its call answers so).
+      const data = (payload.action as { data?: Record<string, unknown> }).data ?? {};
+      const unavailable: ToolOutcome = {
+        text: `The tool ${payload.tool_name} is not available in this run.`,
+        isError: true,
+        observation: {
+          kind: "MCPToolObservation",
+          tool_name: payload.tool_name,
+          content: [{ type: "text", text: `The tool ${payload.tool_name} is not available in this run.` }],
+          is_error: true,
+        },
+      };
+      const outcome = mcp
+        ? await mcp.call(payload.tool_name, data, {
+            maxOutputBytes: deps.maxToolOutputBytes ?? 30_000,
+            ...(opts.signal ? { signal: opts.signal } : {}),
+          })
+        : unavailable;
+      metrics.toolDuration.observe({ tool: "mcp" }, (performance.now() - began) / 1000);
+      return outcome;
+    }
     const result = await executeTool(payload.tool_name as ToolName, args as never, {
       sandbox: deps.sandboxes,
       sandboxRef: sandboxRef ?? "",
@@ -391,7 +448,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       actions.map((a) => ({
         tool_name: a.tool_name,
         security_risk: settings.securityAnalyzer === "none" ? "UNKNOWN" : (a.security_risk ?? "UNKNOWN"),
-        always_confirm: context.alwaysConfirm?.(a.tool_name) ?? false,
+        always_confirm: (context.alwaysConfirm?.(a.tool_name) ?? false) || (mcp?.alwaysConfirm(a.tool_name) ?? false),
       })),
     );
   };
@@ -456,7 +513,9 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
           if (held.length > 0) await append(held.splice(0));
         };
         for (const { event, payload } of state.pending) {
-          const needsSandbox = !workerTools.has(payload.tool_name);
+          // MCP tools run from the worker (remote) or say themselves that their sandbox is gone (stdio).
+          const isMcp = !isToolName(payload.tool_name);
+          const needsSandbox = !workerTools.has(payload.tool_name) && !isMcp;
           if (needsSandbox && !sandboxRef) {
             return await end("error", [
               ...held,
@@ -464,7 +523,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             ]);
           }
           // task_tracker reads the plan from the stored events: a plan held here is stored first.
-          if (slowTools.has(payload.tool_name) || payload.tool_name === "task_tracker") await flush();
+          if (slowTools.has(payload.tool_name) || payload.tool_name === "task_tracker" || isMcp) await flush();
           if (deps.interrupt?.aborted) break;
           let result: Awaited<ReturnType<typeof executeTool>>;
           try {
@@ -501,7 +560,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             ]);
           }
           held.push(observationOf(event, payload, result));
-          if (unrecordedTools.has(payload.tool_name)) await flush();
+          // An MCP call has no run-once record: its result is the only trace that it ran.
+          if (unrecordedTools.has(payload.tool_name) || isMcp) await flush();
         }
         await flush();
         if (deps.interrupt?.aborted) return await end("paused");
@@ -553,7 +613,10 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
             llmModel: conversation.llmModel,
           }),
         messages,
-        tools: toolDefinitions,
+        // MCP tools are asked for security_risk and summary too, as every tool is.
+        tools: mcp
+          ? [...toolDefinitions, ...mcp.definitions.map((d) => ({ ...d, parameters: withCallMeta(d.parameters) }))]
+          : toolDefinitions,
         cacheKey: conversationId,
       };
       const llmFailed = (err: LlmError) => {
@@ -606,7 +669,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       const responseId = randomUUID();
       // What the model had seen: a user message stored after this is still unanswered.
       const historySeq = history.at(-1)?.seq ?? 0;
-      const calls = response.toolCalls.length === 0 ? [] : toolCallEvents(response, responseId, historySeq);
+      const calls =
+        response.toolCalls.length === 0 ? [] : toolCallEvents(response, responseId, historySeq, mcp ?? undefined);
       if (await mustConfirm(calls)) {
         // Stored, none run: the run ends here and holds nothing while the user decides; the answer
         // asks for a new run (services: respondToConfirmation).
@@ -632,12 +696,15 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     const choice = chooseLlm(deps.settings, conversation.llmModel, deps.llmOptions, context.llm);
     if (!choice.ok) return await end("error", [agentError(choice.reason)]);
     await deps.ensureSandboxRunning?.(conversation);
+    mcp = await startMcpServers(deps, conversation, context, append, log);
     try {
       return await steps(choice.client);
     } catch (err) {
       // A full conversation ends the run with the reason; its closing events go past the cap.
       if (err instanceof EventLimitError) return await end("error", [agentError(err.message)]);
       throw err;
+    } finally {
+      await mcp?.close();
     }
   } catch (err) {
     if (err instanceof RunLeaseLostError) {
@@ -648,6 +715,66 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     if (err instanceof Error && Object.keys(context.secrets).length) err.message = masked(err.message);
     throw err;
   }
+};
+
+/**
+ * The user's MCP servers for one run, connected when it starts (stdio ones started in the
+ * sandbox). How each fared is one `mcp_servers` state update and, for each server left out, a log
+ * line: a server that fails never fails the run. Null when the user has none.
+ */
+const startMcpServers = async (
+  deps: AgentRunDeps,
+  conversation: Conversation,
+  context: AgentRunContext,
+  append: (drafts: EventDraft[]) => Promise<unknown>,
+  log: Logger,
+): Promise<McpToolSet | null> => {
+  const config = context.mcpConfig;
+  if (!config || Object.keys(config.mcpServers).length === 0) return null;
+  const sandbox = await sandboxOf(deps.db, conversation);
+  let set: McpToolSet;
+  try {
+    set = await connectMcpServers(config, {
+      sandboxes: deps.sandboxes,
+      sandboxRef: sandbox.ref,
+      workspaceDir: conversation.workspaceDir,
+      settings: deps.settings,
+      secrets: context.secrets,
+      logger: log,
+    });
+  } catch (err) {
+    // A fault of ours, not of one server: the run goes on without MCP rather than fail.
+    const message = maskSecrets((err as Error).message ?? String(err), context.secrets);
+    log.error({ error: message }, "MCP servers could not be set up; the run goes on without them");
+    const reason = `MCP could not be set up: ${message}`;
+    await append([
+      newEvent.stateUpdate(
+        "mcp_servers",
+        Object.entries(config.mcpServers).map(([name, server]) => ({
+          name,
+          transport: mcpTransportOf(server),
+          status: "failed",
+          tools: 0,
+          reason,
+        })),
+      ),
+    ]);
+    return null;
+  }
+  for (const s of set.status) {
+    if (s.status === "failed" || s.status === "skipped") {
+      log.warn({ mcp_server: s.name, transport: s.transport, reason: s.reason }, "MCP server left out of the run");
+    } else if (s.status === "ready") {
+      log.info({ mcp_server: s.name, transport: s.transport, tools: s.tools }, "MCP server connected");
+    }
+  }
+  try {
+    await append([newEvent.stateUpdate("mcp_servers", set.status)]);
+  } catch (err) {
+    await set.close();
+    throw err;
+  }
+  return set;
 };
 
 /** For a run whose job BullMQ gave up on (or lost): the conversation ends in `error`, with the reason. */

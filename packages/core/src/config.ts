@@ -158,6 +158,18 @@ export const configFields = {
   WEBHOOK_ALLOW_PRIVATE: flag.default(false),
   /** Webhook URLs over plain http (API and worker). */
   WEBHOOK_ALLOW_HTTP: flag.default(false),
+  /** MCP server URLs on private, loopback, link-local or otherwise non-public addresses (API and worker). */
+  MCP_ALLOW_PRIVATE: flag.default(false),
+  /** MCP server URLs over plain http (API and worker). */
+  MCP_ALLOW_HTTP: flag.default(false),
+  /** MCP servers in one user's mcp_config (API: 422 past it; worker: the first ones only). */
+  MCP_MAX_SERVERS: int(0, 1_000).default(20),
+  /** MCP tools offered to the model in all, over all of a user's servers. */
+  MCP_MAX_TOOLS: int(0, 10_000).default(200),
+  /** How long one MCP tool call may take, in ms. */
+  MCP_CALL_TIMEOUT_MS: int(100, 3_600_000).default(120_000),
+  /** How long an MCP server may take to connect and list its tools at a run's start, in ms. */
+  MCP_CONNECT_TIMEOUT_MS: int(100, 600_000).default(20_000),
   /** Webhooks per user. 0: off. */
   MAX_WEBHOOKS_PER_USER: int(0, 100_000).default(20),
   /** How long one webhook delivery try may take, in ms. */

@@ -18,6 +18,7 @@ export * from "./schemas/conversation.ts";
 export * from "./schemas/conversation-contents.ts";
 export * from "./schemas/envelopes.ts";
 export * from "./schemas/formats.ts";
+export * from "./schemas/mcp.ts";
 export * from "./schemas/metrics.ts";
 export * from "./schemas/sandbox.ts";
 export * from "./schemas/start-request.ts";

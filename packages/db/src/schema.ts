@@ -31,6 +31,10 @@ interface UserSettingsTable {
   llm_api_key: string | null;
   max_iterations: number | null;
   max_budget_per_task: number | null;
+  /** The MCP config sealed (migration 0110). */
+  mcp_config_sealed: string | null;
+  /** The MCP config with its literal header and env values hidden: what clients read. */
+  mcp_config_masked: unknown | null;
   updated_at: Timestamp;
   /** Confirmation mode (migration 0100). */
   confirmation_mode: Generated<boolean>;

@@ -200,6 +200,30 @@ export interface ExecResult {
   durationMs: number;
 }
 
+/** What `openProcess` starts: a process in the sandbox with its stdin and stdout held open. */
+export interface SandboxProcessOptions {
+  cmd: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Defaults to the image's non-root user. */
+  user?: string;
+}
+
+/**
+ * A long-lived process in a sandbox, spoken to over its stdin and stdout (a stdio MCP server).
+ * `closed` settles when its output ends: it exited, or the connection to it dropped.
+ */
+export interface SandboxProcess {
+  write(data: string | Buffer): void;
+  /** Closes its stdin (most servers exit on that). */
+  end(): void;
+  onStdout(listener: (chunk: Buffer) => void): void;
+  onStderr(listener: (chunk: Buffer) => void): void;
+  closed: Promise<void>;
+  /** Drops the connection; the process may run on (kill it from inside the sandbox). */
+  detach(): void;
+}
+
 export interface FileToUpload {
   /** Path relative to the upload's destination directory. */
   path: string;
@@ -216,6 +240,8 @@ export interface SandboxDriver {
   /** Creates and starts; when a sandbox of that name exists, adopts it and makes sure it runs. */
   create(spec: SandboxSpec): Promise<SandboxInfo>;
   exec(sandbox: SandboxRef, opts: ExecOptions): Promise<ExecResult>;
+  /** Starts a process kept open for its stdin and stdout (drivers that cannot leave it out). */
+  openProcess?(sandbox: SandboxRef, opts: SandboxProcessOptions): Promise<SandboxProcess>;
   /** Writes files (as the sandbox user) under `destDir`. */
   upload(sandbox: SandboxRef, destDir: string, files: FileToUpload[]): Promise<void>;
   /**

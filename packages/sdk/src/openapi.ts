@@ -5723,6 +5723,39 @@ export interface components {
             confirmation_mode: boolean;
             /** @enum {string} */
             security_analyzer: "llm" | "none";
+            /** @description Header and env values that are not <secret:NAME> references read as ********** */
+            mcp_config: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
             name: string | null;
@@ -5742,6 +5775,39 @@ export interface components {
             confirmation_mode: boolean;
             /** @enum {string} */
             security_analyzer: "llm" | "none";
+            /** @description Header and env values that are not <secret:NAME> references read as ********** */
+            mcp_config: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
             /** @example 0f8fad5bd9cb469fa16570867728950e */
             id: string;
             name: string | null;
@@ -5804,6 +5870,39 @@ export interface components {
             confirmation_mode: boolean;
             /** @enum {string} */
             security_analyzer: "llm" | "none";
+            /** @description Header and env values that are not <secret:NAME> references read as ********** */
+            mcp_config: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
         };
         SettingsRequest: {
             llm_model?: string | null;
@@ -5821,6 +5920,39 @@ export interface components {
              * @enum {string}
              */
             security_analyzer?: "llm" | "none";
+            /** @description The user's MCP servers ({mcpServers: {name: {url, headers?, transport?} | {command, args?, env?}}}); replaces the stored config whole; a value sent back as ********** keeps the stored one */
+            mcp_config?: {
+                mcpServers: {
+                    [key: string]: {
+                        url: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "http" | "streamable-http" | "shttp" | "sse";
+                        /** @enum {string} */
+                        type?: "http" | "streamable-http" | "shttp" | "sse";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    } | {
+                        command: string;
+                        args?: string[];
+                        env?: {
+                            [key: string]: string;
+                        };
+                        /** @enum {string} */
+                        transport?: "stdio";
+                        /** @enum {string} */
+                        type?: "stdio";
+                        description?: string;
+                        /** @enum {string} */
+                        confirm?: "always" | "policy";
+                        enabled?: boolean;
+                    };
+                };
+            } | null;
         };
         CreatedWebhook: {
             /** @example 0f8fad5bd9cb469fa16570867728950e */

@@ -35,6 +35,7 @@ export interface SecretDeps {
 export const userSecretContext = (userId: string, name: string) => `secret:${userId}:${name}`;
 export const startSecretContext = (taskId: string, name: string) => `start-secret:${taskId}:${name}`;
 export const llmKeyContext = (userId: string) => `settings:${userId}:llm_api_key`;
+export const mcpConfigContext = (userId: string) => `settings:${userId}:mcp_config`;
 
 /** What OpenHands shows for a write-only value (its SecretStr): the name stays, the value never. */
 export const MASKED_VALUE = "**********";
@@ -188,7 +189,7 @@ export interface RotationResult {
 
 /**
  * Seals every stored value again under the secret box's sealing key (the first of SECRETS_KEY):
- * user secrets, start-request secrets, users' LLM keys, git provider tokens and webhook signing secrets. Run it after putting a new key first
+ * user secrets, start-request secrets, users' LLM keys and MCP configs, git provider tokens and webhook signing secrets. Run it after putting a new key first
  * (the old one after it); once it reports nothing unreadable, the old key may be dropped. A value
  * changed meanwhile is left as its writer sealed it (under the new key already).
  */
@@ -224,6 +225,11 @@ export const rotateSecrets = async (deps: SecretDeps): Promise<RotationResult> =
   const settings = userSettingsRepository(deps.db);
   for (const s of await settings.listAllSealed()) {
     await reseal(s.sealedValue, llmKeyContext(s.userId), (to) => settings.reseal(s.userId, s.sealedValue, to));
+  }
+  for (const s of await settings.listAllSealedMcpConfigs()) {
+    await reseal(s.sealedValue, mcpConfigContext(s.userId), (to) =>
+      settings.resealMcpConfig(s.userId, s.sealedValue, to),
+    );
   }
   // Git provider tokens and webhook signing secrets: their repositories walk them and write what this returns.
   const resealOne = (sealed: string, context: string): string => {

@@ -1,4 +1,9 @@
 import {
+  isStdioServer,
+  keepMaskedMcpValues,
+  type McpConfig,
+  maskMcpConfig,
+  mcpConfigSchema,
   type SecretBox,
   type SecurityAnalyzer,
   type SettingsRequest,
@@ -8,7 +13,13 @@ import {
 } from "@tern/core";
 import { type Database, type StoredUserSettings, userSettingsRepository } from "@tern/db";
 import type { Kysely } from "kysely";
-import { llmKeyContext } from "./secrets.ts";
+import { llmKeyContext, mcpConfigContext } from "./secrets.ts";
+import {
+  parseWebhookUrl,
+  resolveWebhookAddresses,
+  WebhookAddressError,
+  type WebhookAddressPolicy,
+} from "./webhook-address.ts";
 
 /**
  * A user's LLM settings (issue 12): their model, their own endpoint and key (sealed, write-only),
@@ -22,6 +33,12 @@ export interface SettingsDeps {
   llmModels?: { LLM_PROVIDER?: string | undefined; LLM_MODEL?: string | undefined; LLM_MODELS?: readonly string[] };
   /** LLM_USER_BASE_URLS. */
   userBaseUrls?: readonly string[];
+  /** MCP_ALLOW_PRIVATE / MCP_ALLOW_HTTP: where a remote MCP server may be (the webhook rules). */
+  mcpAddressPolicy?: WebhookAddressPolicy;
+  /** MCP_MAX_SERVERS; 0 or absent: no limit. */
+  mcpMaxServers?: number;
+  /** Name resolution, for tests; the system resolver by default. */
+  resolve?: (host: string) => Promise<{ address: string; family: number }[]>;
 }
 
 const invalid = (field: string, message: string) =>
@@ -50,6 +67,50 @@ export const assertModelAllowed = async (
   if (refusal) throw invalid(field, refusal);
 };
 
+/**
+ * A new mcp_config checked (422 naming the field): the server count, each remote URL by the
+ * webhook rules (scheme, and every address its name resolves to now; the worker checks again when
+ * it connects), values sent back masked replaced by the stored ones. Returns it sealed and masked.
+ */
+const checkedMcpConfig = async (
+  deps: SettingsDeps,
+  userId: string,
+  config: McpConfig,
+  sealedBefore: string | null,
+): Promise<{ sealed: string; masked: McpConfig }> => {
+  const names = Object.keys(config.mcpServers);
+  const max = deps.mcpMaxServers ?? 0;
+  if (max > 0 && names.length > max) {
+    throw invalid("mcp_config", `at most ${max} MCP servers (MCP_MAX_SERVERS); got ${names.length}`);
+  }
+  const policy = deps.mcpAddressPolicy ?? { allowPrivate: false, allowHttp: false };
+  for (const [name, server] of Object.entries(config.mcpServers)) {
+    if (isStdioServer(server)) continue;
+    try {
+      await resolveWebhookAddresses(parseWebhookUrl(server.url, policy), policy, deps.resolve);
+    } catch (err) {
+      if (err instanceof WebhookAddressError) throw invalid(`mcp_config.mcpServers.${name}.url`, err.message);
+      throw err;
+    }
+  }
+  let before: McpConfig | null = null;
+  if (sealedBefore) {
+    try {
+      before = mcpConfigSchema.parse(JSON.parse(deps.secretBox.open(sealedBefore, mcpConfigContext(userId))));
+    } catch {
+      before = null;
+    }
+  }
+  const kept = keepMaskedMcpValues(config, before);
+  if ("unknown" in kept) {
+    throw invalid(`mcp_config.mcpServers.${kept.unknown}`, "********** stands for a stored value, and none is stored");
+  }
+  return {
+    sealed: deps.secretBox.seal(JSON.stringify(kept.config), mcpConfigContext(userId)),
+    masked: maskMcpConfig(kept.config),
+  };
+};
+
 /** Applies a change (absent: kept, null: cleared) and returns the settings after it. */
 export const updateSettings = async (
   deps: SettingsDeps,
@@ -69,7 +130,12 @@ export const updateSettings = async (
     const refusal = serverModelRefusal(deps.llmModels ?? {}, change.llm_model);
     if (refusal) throw invalid("llm_model", refusal);
   }
+  const mcpConfig =
+    change.mcp_config === undefined || change.mcp_config === null
+      ? change.mcp_config
+      : await checkedMcpConfig(deps, userId, change.mcp_config, before.sealedMcpConfig);
   await repo.upsert(userId, {
+    mcpConfig,
     llmModel: change.llm_model,
     llmBaseUrl: change.llm_base_url,
     sealedLlmApiKey:
@@ -112,4 +178,39 @@ export const userLlmForRun = async (
     maxBudgetPerTask: s.maxBudgetPerTask,
     confirmation: { confirmationMode: s.confirmationMode, securityAnalyzer: s.securityAnalyzer },
   };
+};
+
+/**
+ * The user's MCP config for a run, opened (the worker's side); null when none is set, or it no
+ * longer opens or parses (`onUnreadable` says so).
+ */
+export const userMcpConfigForRun = async (
+  deps: Pick<SettingsDeps, "db" | "secretBox">,
+  userId: string,
+  onUnreadable: (reason: string) => void = () => {},
+): Promise<McpConfig | null> => {
+  const s = await userSettingsRepository(deps.db).get(userId);
+  if (!s.sealedMcpConfig) return null;
+  let plain: string;
+  try {
+    plain = deps.secretBox.open(s.sealedMcpConfig, mcpConfigContext(userId));
+  } catch {
+    onUnreadable("it does not open under SECRETS_KEY");
+    return null;
+  }
+  // Only the reason, never the error: a parser's message may quote the text, credentials and all.
+  const parsed = mcpConfigSchema.safeParse(
+    (() => {
+      try {
+        return JSON.parse(plain);
+      } catch {
+        return null;
+      }
+    })(),
+  );
+  if (!parsed.success) {
+    onUnreadable("it is not a valid mcp_config any more");
+    return null;
+  }
+  return parsed.data;
 };

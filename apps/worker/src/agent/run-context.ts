@@ -1,23 +1,26 @@
 import type { AgentRunContext } from "@tern/agent";
 import type { Conversation, Logger, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
-import { agentSecretEnv, userLlmForRun } from "@tern/services";
+import { agentSecretEnv, userLlmForRun, userMcpConfigForRun } from "@tern/services";
 import type { Kysely } from "kysely";
 
 /**
  * What a run takes from its conversation's user, read and opened on the worker for each run: the
  * secrets that become its commands' environment (and are masked in all it stores), their own LLM
- * settings, and their limits. A secret that no longer opens is left out and named in the log.
+ * settings, their limits and their MCP servers. A secret that no longer opens is left out and named in the log.
  */
 export const agentRunContext = async (
   deps: { db: Kysely<Database>; secretBox: SecretBox; logger: Logger },
   conversation: Conversation,
 ): Promise<AgentRunContext> => {
-  const [secrets, user] = await Promise.all([
+  const [secrets, user, mcpConfig] = await Promise.all([
     agentSecretEnv(deps, conversation, (name) =>
       deps.logger.warn({ secret: name }, "a secret does not open under SECRETS_KEY; the run goes on without it"),
     ),
     userLlmForRun(deps, conversation.userId),
+    userMcpConfigForRun(deps, conversation.userId, (reason) =>
+      deps.logger.warn({ reason }, "the MCP config cannot be read; the run goes on without MCP servers"),
+    ),
   ]);
   return {
     secrets,
@@ -25,5 +28,6 @@ export const agentRunContext = async (
     maxIterations: user.maxIterations,
     maxBudgetPerTask: user.maxBudgetPerTask,
     confirmation: user.confirmation,
+    mcpConfig,
   };
 };

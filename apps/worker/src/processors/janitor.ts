@@ -16,7 +16,10 @@ import { isLivenessSettled, isWorkerAlive, redisKeptSince } from "../liveness.ts
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { finishFailedStart } from "./conversation-start.ts";
 
-/** A task this fresh may still be between its insert and its enqueue (the API does both in turn). */
+/**
+ * A task this fresh may still be between its insert and its enqueue (the API does both in turn), and
+ * a container this young between its create and the commit of the rows that own it.
+ */
 const RECONCILE_GRACE_MS = 10_000;
 
 export interface JanitorReport {
@@ -56,7 +59,11 @@ const orphanReason = async (deps: WorkerDeps, c: SandboxInfo): Promise<string | 
   if (task?.status === "ERROR") return "start failed";
   const conversation = conversationId ? await conversationsRepository(deps.db).get(conversationId) : null;
   if (conversation) return null;
-  return task ? "conversation gone" : "no task and no conversation";
+  if (task) return "conversation gone";
+  // Nothing in Postgres names it yet: a container made just before the rows that will own it commit
+  // (a sandbox created on its own, or a fixture's) gets the same grace as a task between its writes.
+  if (!row && Date.now() - Date.parse(c.createdAt) < RECONCILE_GRACE_MS) return null;
+  return "no task and no conversation";
 };
 
 /** (a) Sandboxes of this deployment, in every state, that no live task or conversation owns. */

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { securityAnalyzers } from "../confirmation-policy.ts";
 import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
+import { mcpConfigSchema } from "./mcp.ts";
 
 /**
  * Users, their secrets and their LLM settings (issue 12). Write-only values (a secret's value, the
@@ -77,6 +78,14 @@ export const settingsRequestSchema = z
       description:
         "`llm`: the model's security_risk decides (HIGH and unknown wait); `none`: every call waits in confirmation mode",
     }),
+    mcp_config: mcpConfigSchema
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "The user's MCP servers ({mcpServers: {name: {url, headers?, transport?} | {command, args?, env?}}}); " +
+          "replaces the stored config whole; a value sent back as ********** keeps the stored one",
+      }),
   })
   .meta({ id: "SettingsRequest" });
 
@@ -92,6 +101,9 @@ export const settingsRecordSchema = z
     max_budget_per_task: z.number().nullable(),
     confirmation_mode: z.boolean(),
     security_analyzer: z.enum(securityAnalyzers),
+    mcp_config: mcpConfigSchema
+      .nullable()
+      .meta({ description: "Header and env values that are not <secret:NAME> references read as **********" }),
   })
   .meta({ id: "Settings" });
 

@@ -18,6 +18,7 @@ import * as m0085 from "./20261123_0085_webhooks.ts";
 import * as m0090 from "./20261123_0090_sealed_session_keys.ts";
 import * as m0091 from "./20261123_0091_plaintext_session_key_idx.ts";
 import * as m0100 from "./20261127_0100_confirmation_mode.ts";
+import * as m0110 from "./20261127_0110_user_mcp_config.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -40,4 +41,5 @@ export const migrations: Record<string, Migration> = {
   "20261123_0090_sealed_session_keys": m0090,
   "20261123_0091_plaintext_session_key_idx": m0091,
   "20261127_0100_confirmation_mode": m0100,
+  "20261127_0110_user_mcp_config": m0110,
 };

@@ -10,6 +10,10 @@ export interface StoredUserSettings {
   sealedLlmApiKey: string | null;
   maxIterations: number | null;
   maxBudgetPerTask: number | null;
+  /** The MCP config sealed whole (context `settings:<user>:mcp_config`). */
+  sealedMcpConfig: string | null;
+  /** The MCP config with literal header and env values hidden (core's maskMcpConfig). */
+  maskedMcpConfig: unknown | null;
   updatedAt: string | null;
   /** Confirmation mode (issue 20): off unless the user turns it on; risk judged by the LLM. */
   confirmationMode: boolean;
@@ -25,6 +29,8 @@ export interface UserSettingsChange {
   maxBudgetPerTask?: number | null;
   confirmationMode?: boolean;
   securityAnalyzer?: SecurityAnalyzer;
+  /** Both or neither: the sealed config and its masked copy. */
+  mcpConfig?: { sealed: string; masked: unknown } | null;
 }
 
 export const userSettingsRepository = (db: Kysely<Database>) => ({
@@ -38,6 +44,8 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       sealedLlmApiKey: r?.llm_api_key ?? null,
       maxIterations: r?.max_iterations ?? null,
       maxBudgetPerTask: r?.max_budget_per_task ?? null,
+      sealedMcpConfig: r?.mcp_config_sealed ?? null,
+      maskedMcpConfig: r?.mcp_config_masked ?? null,
       updatedAt: r?.updated_at ?? null,
       confirmationMode: r?.confirmation_mode ?? false,
       securityAnalyzer: r?.security_analyzer === "none" ? "none" : "llm",
@@ -53,6 +61,12 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       ...(change.maxBudgetPerTask !== undefined ? { max_budget_per_task: change.maxBudgetPerTask } : {}),
       ...(change.confirmationMode !== undefined ? { confirmation_mode: change.confirmationMode } : {}),
       ...(change.securityAnalyzer !== undefined ? { security_analyzer: change.securityAnalyzer } : {}),
+      ...(change.mcpConfig !== undefined
+        ? {
+            mcp_config_sealed: change.mcpConfig?.sealed ?? null,
+            mcp_config_masked: change.mcpConfig ? JSON.stringify(change.mcpConfig.masked) : null,
+          }
+        : {}),
     };
     await db
       .insertInto("user_settings")
@@ -69,6 +83,26 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       .where("llm_api_key", "is not", null)
       .execute();
     return rows.map((r) => ({ userId: r.user_id, sealedValue: r.llm_api_key ?? "" }));
+  },
+
+  /** Every sealed MCP config, for a key rotation. */
+  async listAllSealedMcpConfigs(): Promise<{ userId: string; sealedValue: string }[]> {
+    const rows = await db
+      .selectFrom("user_settings")
+      .select(["user_id", "mcp_config_sealed"])
+      .where("mcp_config_sealed", "is not", null)
+      .execute();
+    return rows.map((r) => ({ userId: r.user_id, sealedValue: r.mcp_config_sealed ?? "" }));
+  },
+
+  async resealMcpConfig(userId: string, from: string, to: string): Promise<boolean> {
+    const res = await db
+      .updateTable("user_settings")
+      .set({ mcp_config_sealed: to })
+      .where("user_id", "=", userId)
+      .where("mcp_config_sealed", "=", from)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
   },
 
   async reseal(userId: string, from: string, to: string): Promise<boolean> {

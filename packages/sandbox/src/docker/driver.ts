@@ -15,7 +15,7 @@ import {
 } from "../driver.ts";
 import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
 import { type DockerContainment, enforceDockerContainment } from "./containment.ts";
-import { runExec } from "./exec.ts";
+import { openExecProcess, runExec } from "./exec.ts";
 import { ensureSandboxNetwork } from "./network.ts";
 
 export interface DockerDriverOptions {
@@ -247,6 +247,7 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
     destroy,
 
     exec: (ref: string, execOpts: ExecOptions) => runExec(docker.getContainer(ref), execOpts),
+    openProcess: (ref, opts) => openExecProcess(docker.getContainer(ref), opts),
 
     async upload(ref, destDir, files) {
       const mk = await runExec(docker.getContainer(ref), { cmd: ["mkdir", "-p", "--", destDir] });

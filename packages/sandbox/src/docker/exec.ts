@@ -1,6 +1,6 @@
 import { StringDecoder } from "node:string_decoder";
 import type Docker from "dockerode";
-import type { ExecOptions, ExecResult } from "../driver.ts";
+import type { ExecOptions, ExecResult, SandboxProcess, SandboxProcessOptions } from "../driver.ts";
 import { OutputBuffer } from "./output-buffer.ts";
 
 const DEFAULT_MAX_OUTPUT = 1024 * 1024;
@@ -151,5 +151,55 @@ export const runExec = async (container: Docker.Container, opts: ExecOptions): P
     timedOut: abandoned || hitLimit,
     truncated: kept.stdout.truncated || kept.stderr.truncated,
     durationMs,
+  };
+};
+
+/**
+ * An exec kept open both ways: what is written goes to the process's stdin, its output comes back
+ * demultiplexed as it arrives. Docker cannot kill an exec from outside: closing stdin or killing
+ * the process from inside ends it; `detach` only drops the connection.
+ */
+export const openExecProcess = async (
+  container: Docker.Container,
+  opts: SandboxProcessOptions,
+): Promise<SandboxProcess> => {
+  const exec = await container.exec({
+    Cmd: opts.cmd,
+    AttachStdout: true,
+    AttachStderr: true,
+    AttachStdin: true,
+    Tty: false,
+    ...(opts.cwd ? { WorkingDir: opts.cwd } : {}),
+    ...(opts.user ? { User: opts.user } : {}),
+    ...(opts.env ? { Env: Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) } : {}),
+  });
+  const stream = (await exec.start({ hijack: true, stdin: true })) as NodeJS.ReadWriteStream & {
+    destroy: () => void;
+  };
+  const listeners = { stdout: [] as ((c: Buffer) => void)[], stderr: [] as ((c: Buffer) => void)[] };
+  const demux = createDemuxer((which, payload) => {
+    for (const l of listeners[which]) l(payload);
+  });
+  stream.on("data", (c: Buffer) => demux(c));
+  const closed = new Promise<void>((resolve) => {
+    stream.on("end", () => resolve());
+    stream.on("close", () => resolve());
+    stream.on("error", () => resolve());
+  });
+  return {
+    write: (data) => {
+      stream.write(data);
+    },
+    end: () => {
+      stream.end();
+    },
+    onStdout: (l) => {
+      listeners.stdout.push(l);
+    },
+    onStderr: (l) => {
+      listeners.stderr.push(l);
+    },
+    closed,
+    detach: () => stream.destroy(),
   };
 };

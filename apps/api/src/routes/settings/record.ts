@@ -1,4 +1,4 @@
-import type { SettingsRecord } from "@tern/core";
+import { mcpConfigSchema, type SettingsRecord } from "@tern/core";
 import type { StoredUserSettings } from "@tern/db";
 
 /** The settings as a client reads them: the key only as whether one is set. */
@@ -10,4 +10,5 @@ export const toSettingsRecord = (s: StoredUserSettings): SettingsRecord => ({
   max_budget_per_task: s.maxBudgetPerTask,
   confirmation_mode: s.confirmationMode,
   security_analyzer: s.securityAnalyzer,
+  mcp_config: s.maskedMcpConfig ? mcpConfigSchema.parse(s.maskedMcpConfig) : null,
 });

@@ -29,6 +29,8 @@ export const registerUpdateSettings = (router: Router, deps: ApiDeps) =>
         secretBox: deps.secretBox,
         llmModels: deps.llmModels,
         userBaseUrls: deps.config.LLM_USER_BASE_URLS,
+        mcpAddressPolicy: { allowPrivate: deps.config.MCP_ALLOW_PRIVATE, allowHttp: deps.config.MCP_ALLOW_HTTP },
+        mcpMaxServers: deps.config.MCP_MAX_SERVERS,
       },
       c.get("principal").userId,
       c.req.valid("json"),
