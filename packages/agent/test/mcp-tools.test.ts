@@ -118,6 +118,36 @@ describe("confirm: always", () => {
     }
   });
 
+  it("through the loop: a careful server's call waits under NeverConfirm, a plain one's runs; risk and summary are the event's, not the server's", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Add numbers carefully." });
+    const firstRequest = fx.llm.requests.length;
+    fx.llm.push(
+      { toolCalls: [call("plain__add", { a: 1, b: 1, security_risk: "LOW", summary: "add one and one" })] },
+      { toolCalls: [call("careful__add", { a: 2, b: 2, security_risk: "LOW", summary: "add two and two" })] },
+    );
+    const { outcome, events } = await runWith(conversationId, {
+      mcpServers: { careful: { url: remote.url, confirm: "always" }, plain: { url: remote.url } },
+    });
+    expect(outcome).toEqual({ outcome: "ended", status: "waiting_for_confirmation" });
+    const actions = events.filter((e): e is StoredEventOf<"ActionEvent"> => e.kind === "ActionEvent");
+    expect(
+      actions.map((a) => [a.payload.tool_name, a.payload.security_risk, a.payload.summary, a.payload.action]),
+    ).toEqual([
+      ["plain__add", "LOW", "add one and one", { kind: "MCPToolAction", data: { a: 1, b: 1 } }],
+      ["careful__add", "LOW", "add two and two", { kind: "MCPToolAction", data: { a: 2, b: 2 } }],
+    ]);
+    // The plain call ran (its server saw only its own arguments); the careful one waits, not run.
+    expect(observations(events).map((o) => [o.payload.tool_name, resultText(o)])).toEqual([["plain__add", "sum=2"]]);
+    // MCP tools are asked for both fields, as every tool is.
+    const offered = (fx.llm.requests[firstRequest]?.body.tools ?? []) as {
+      function: { name: string; parameters: { required?: string[] } };
+    }[];
+    const careful = offered.find((t) => t.function.name === "careful__add");
+    expect(careful?.function.parameters.required).toEqual(
+      expect.arrayContaining(["a", "b", "security_risk", "summary"]),
+    );
+  }, 90_000);
+
   it("MCP_MAX_TOOLS caps the tools in all, over every server, and says which were left out", async () => {
     const set = await connectMcpServers(
       { mcpServers: { one: { url: remote.url }, two: { url: remote.url } } },
