@@ -1,6 +1,7 @@
 export * from "./api-key-secret.ts";
 export * from "./config.ts";
 export * from "./domain.ts";
+export * from "./error-statuses.ts";
 export * from "./errors.ts";
 export * from "./events.ts";
 export * from "./git-names.ts";
@@ -27,3 +28,4 @@ export * from "./secret-box.ts";
 export * from "./skill-triggers.ts";
 export * from "./timeout.ts";
 export * from "./tracing.ts";
+export * from "./worker-api.ts";

@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import { createGzip } from "node:zlib";
-import { GoneError, PayloadTooLargeError } from "@tern/core";
+import { type FileDiff, GoneError, PayloadTooLargeError, type WorkspaceDiff } from "@tern/core";
 import type { SandboxDriver } from "@tern/sandbox";
 import { type ReadFileDeps, readableSandbox, whyExecFailed } from "./read-file.ts";
 
@@ -37,16 +37,6 @@ git -c core.quotepath=off diff --cached --no-color --no-ext-diff --find-renames 
 `;
 
 const diffCommand = (dir: string) => ["bash", "-c", DIFF_SCRIPT, "diff", dir];
-
-export interface FileDiff {
-  path: string;
-  old_path: string | null;
-  status: "added" | "deleted" | "modified" | "renamed";
-  binary: boolean;
-  additions: number;
-  deletions: number;
-  patch: string;
-}
 
 /** Splits a unified diff (git's) into one entry per file. */
 const parseGitDiff = (text: string): FileDiff[] => {
@@ -121,10 +111,7 @@ export const streamWorkspaceDiff = async (
 };
 
 /** The diff as one entry per file. */
-export const workspaceDiffFiles = async (
-  deps: WorkspaceResultDeps,
-  sandboxId: string,
-): Promise<{ base_commit: string | null; files: FileDiff[] }> => {
+export const workspaceDiffFiles = async (deps: WorkspaceResultDeps, sandboxId: string): Promise<WorkspaceDiff> => {
   const { sandbox, dir } = await readableSandbox(deps, sandboxId);
   const ref = sandbox.ref ?? sandbox.name;
   const r = await deps.sandboxes
