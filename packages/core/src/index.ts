@@ -13,6 +13,7 @@ export * from "./logger.ts";
 export * from "./metrics.ts";
 export * from "./net-address.ts";
 export * from "./runtime.ts";
+export * from "./sandbox-state.ts";
 export * from "./schemas/api-key.ts";
 export * from "./schemas/conversation.ts";
 export * from "./schemas/conversation-contents.ts";

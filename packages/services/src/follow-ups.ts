@@ -1,10 +1,11 @@
 import {
   ConflictError,
   type Conversation,
-  GoneError,
+  isSandboxRunnable,
   type MessageContent,
   newEvent,
   type Sandbox,
+  sandboxRunError,
   skillsTriggeredBy,
   textOfContent,
   UnavailableError,
@@ -17,27 +18,13 @@ import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
 import { assertMessageSize } from "./quotas.ts";
 import { maskMessageContent } from "./secrets.ts";
 
-/** The sandbox was removed (or failed): the agent cannot run in this conversation any more. */
-export const sandboxGone = (c: Conversation): boolean => c.sandboxStatus === "MISSING" || c.sandboxStatus === "ERROR";
-
-const cannotRun = () => new ConflictError("The conversation's sandbox was removed; the agent cannot run any more");
-
 /** The conversation's sandbox row, when it has one. */
 const sandboxOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<Sandbox | null> =>
   c.sandboxId ? sandboxesRepository(deps.db).get(c.sandboxId) : null;
 
-/**
- * The refusal of a run in a conversation whose sandbox is gone: 410 when it was lost with its
- * engine (no worker of that engine for ENGINE_LOST_AFTER), saying so; 409 when it was removed.
- */
+/** A run in a conversation whose sandbox is gone is refused, saying why (sandbox-state.ts). */
 const refuseRun = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<never> => {
-  const sandbox = await sandboxOf(deps, c);
-  if (sandbox?.engineLostAt) {
-    throw new GoneError(
-      `The conversation's sandbox is lost with its engine (${sandbox.engineId}): no worker of that engine was alive for ENGINE_LOST_AFTER. The conversation and its events are kept; start a new conversation to go on`,
-    );
-  }
-  throw cannotRun();
+  throw sandboxRunError(await sandboxOf(deps, c));
 };
 
 /**
@@ -84,7 +71,7 @@ export const sendMessage = async (
 ): Promise<void> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   assertMessageSize(message.content, deps.limits);
-  if (message.run && sandboxGone(conversation)) await refuseRun(deps, conversation);
+  if (message.run && !isSandboxRunnable(conversation.sandboxStatus)) await refuseRun(deps, conversation);
   if (message.run) assertQueueReady(deps);
   const engineId = message.run ? await engineOf(deps, conversation) : null;
   // Stored masked, as every event: a secret the user pastes is kept as <secret:NAME>.
@@ -157,7 +144,7 @@ export const runConversation = async (
   conversationId: string,
 ): Promise<void> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
-  if (sandboxGone(conversation)) await refuseRun(deps, conversation);
+  if (!isSandboxRunnable(conversation.sandboxStatus)) await refuseRun(deps, conversation);
   const engineId = await engineOf(deps, conversation);
   // The worker's run lock is what guarantees one run; a lock whose job is gone is stale, and the
   // worker ends it when the new run comes.

@@ -1,11 +1,12 @@
 import {
-  ConflictError,
-  GoneError,
+  commandRefusalOf,
   NotFoundError,
   type OwnedSandbox,
   parseId,
+  readRefusalOf,
   type Sandbox,
-  type SandboxStatus,
+  sandboxCommandError,
+  sandboxReadError,
   UnavailableError,
 } from "@tern/core";
 import { sandboxesRepository } from "@tern/db";
@@ -54,13 +55,6 @@ export const ownedSandbox = async (
   return sandbox;
 };
 
-/** Removed, or its start failed: it will not run again. */
-export const isSandboxGone = (status: SandboxStatus): boolean => status === "MISSING" || status === "ERROR";
-
-const goneError = () => new GoneError("The sandbox was removed; it cannot be paused or resumed any more");
-const startingError = () =>
-  new ConflictError("The sandbox is still starting; wait until its conversation is READY, then try again");
-
 /**
  * Runs one command job on the sandbox and turns its result into the answer: done, or the domain
  * error its refusal means. The API never touches the sandbox engine; a worker does, and this waits
@@ -93,8 +87,7 @@ const runCommand = async (
     );
   }
   const result = sandboxCommandResultSchema.parse(raw);
-  if (result.outcome === "gone") throw goneError();
-  if (result.outcome === "starting") throw startingError();
+  if (result.outcome === "gone" || result.outcome === "starting") throw sandboxCommandError(result.outcome);
   if (result.outcome === "missing") throw new NotFoundError("No such sandbox");
   return result;
 };
@@ -106,16 +99,16 @@ const runCommand = async (
  */
 export const pauseSandbox = async (deps: SandboxCommandDeps, caller: Caller, rawId: string): Promise<void> => {
   const sandbox = await ownedSandbox(deps, caller, rawId);
-  if (isSandboxGone(sandbox.status)) throw goneError();
-  if (sandbox.status === "STARTING") throw startingError();
+  const refusal = commandRefusalOf(sandbox.status);
+  if (refusal) throw sandboxCommandError(refusal);
   await runCommand(deps, "sandbox.pause", sandbox);
 };
 
 /** Thaws the caller's sandbox; a run that waited for it continues where it stopped (the same run). */
 export const resumeSandbox = async (deps: SandboxCommandDeps, caller: Caller, rawId: string): Promise<void> => {
   const sandbox = await ownedSandbox(deps, caller, rawId);
-  if (isSandboxGone(sandbox.status)) throw goneError();
-  if (sandbox.status === "STARTING") throw startingError();
+  const refusal = commandRefusalOf(sandbox.status);
+  if (refusal) throw sandboxCommandError(refusal);
   await runCommand(deps, "sandbox.resume", sandbox);
 };
 
@@ -126,8 +119,9 @@ export const resumeSandbox = async (deps: SandboxCommandDeps, caller: Caller, ra
  */
 export const removeSandbox = async (deps: SandboxCommandDeps, caller: Caller, rawId: string): Promise<void> => {
   const sandbox = await ownedSandbox(deps, caller, rawId);
-  if (isSandboxGone(sandbox.status)) return;
-  if (sandbox.status === "STARTING") throw startingError();
+  const refusal = commandRefusalOf(sandbox.status);
+  if (refusal === "gone") return;
+  if (refusal) throw sandboxCommandError(refusal);
   await runCommand(deps, "sandbox.remove", sandbox);
 };
 
@@ -140,14 +134,7 @@ export const runningSandboxOf = async (
   conversation: { id: string; sandboxId: string | null },
 ): Promise<Sandbox> => {
   const sandbox = conversation.sandboxId ? await sandboxesRepository(deps.db).get(conversation.sandboxId) : null;
-  if (!sandbox || isSandboxGone(sandbox.status)) {
-    throw new GoneError("The conversation's sandbox was removed; its workspace is gone");
-  }
-  if (sandbox.status === "PAUSED") {
-    throw new ConflictError(
-      `The conversation's sandbox is paused; resume it first (POST /api/v1/sandboxes/${sandbox.id.replaceAll("-", "")}/resume)`,
-    );
-  }
-  if (sandbox.status !== "RUNNING") throw new ConflictError("The conversation's sandbox is still starting");
+  const refusal = readRefusalOf(sandbox?.status ?? null);
+  if (refusal || !sandbox) throw sandboxReadError(refusal ?? "gone", sandbox?.id ?? "");
   return sandbox;
 };

@@ -116,7 +116,7 @@ export const workspaceDiffFiles = async (deps: WorkspaceResultDeps, sandboxId: s
   const ref = sandbox.ref ?? sandbox.name;
   const r = await deps.sandboxes
     .exec(ref, { cmd: diffCommand(dir), maxOutputBytes: MAX_JSON_DIFF_BYTES })
-    .catch((err) => whyExecFailed(deps, ref, err));
+    .catch((err) => whyExecFailed(deps, sandbox, err));
   if (r.exitCode === NOT_A_REPOSITORY) return { base_commit: null, files: [] };
   if (r.exitCode !== 0) throw new Error(`git diff failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
   if (r.truncated) {
@@ -133,7 +133,7 @@ export const streamWorkspaceArchive = async (
 ): Promise<ReadableStream<Uint8Array>> => {
   const { sandbox, dir } = await readableSandbox(deps, sandboxId);
   const ref = sandbox.ref ?? sandbox.name;
-  const tar = await deps.sandboxes.archive(ref, dir).catch((err) => whyExecFailed(deps, ref, err));
+  const tar = await deps.sandboxes.archive(ref, dir).catch((err) => whyExecFailed(deps, sandbox, err));
   if (!tar) throw new GoneError("The workspace directory is gone from the sandbox");
   const gz = (tar as NodeJS.ReadableStream & { pipe: Readable["pipe"] }).pipe(createGzip());
   tar.on("error", (err: Error) => gz.destroy(err));
