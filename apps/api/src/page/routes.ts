@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { hashApiKey, UnauthorizedError } from "@tern/core";
+import { hashApiKey, startStages, terminalExecutionStatuses, UnauthorizedError } from "@tern/core";
 import { apiKeysRepository, conversationsRepository } from "@tern/db";
 import { Hono } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
@@ -9,7 +9,8 @@ import { openPageSession, PAGE_COOKIE, sealPageSession } from "./session.ts";
 
 const asset = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8");
 const PAGE = asset("page.html");
-const SCRIPT = asset("page.js");
+/** The page's script, after the lists it needs from @tern/core (so the page never restates them). */
+const SCRIPT = `const TERN_ENUMS = ${JSON.stringify({ STAGES: startStages, FINAL: terminalExecutionStatuses })};\n${asset("page.js")}`;
 const STYLE = asset("page.css");
 
 // Nothing but our own script and style runs on the page: an event's text could never load or run code.
