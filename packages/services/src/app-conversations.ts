@@ -17,7 +17,13 @@ import {
   UnavailableError,
   ValidationError,
 } from "@tern/core";
-import { conversationsRepository, type Database, eventsRepository, sandboxesRepository } from "@tern/db";
+import {
+  conversationsRepository,
+  type Database,
+  eventsRepository,
+  pendingMessagesRepository,
+  sandboxesRepository,
+} from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import type { Kysely } from "kysely";
 import type { ConversationDeps, ServiceDeps } from "./deps.ts";
@@ -187,32 +193,17 @@ export const queuePendingMessage = async (
         )
       : content;
   const queued = await deps.db.transaction().execute(async (trx) => {
-    const task = taskId
-      ? await trx
-          .selectFrom("start_tasks")
-          .select(["id", "user_id", "status", "app_conversation_id"])
-          .where("id", "=", taskId)
-          .where("user_id", "=", caller.userId)
-          .forUpdate()
-          .executeTakeFirst()
-      : undefined;
+    const pending = pendingMessagesRepository(trx);
+    const task = taskId ? await pending.lockTaskOfUser(taskId, caller.userId) : null;
     if (!task || caller.conversationId !== undefined) return { kind: "missing" as const };
     if (task.status === "ERROR") return { kind: "failed" as const };
-    if (task.status === "READY" && task.app_conversation_id) {
-      return { kind: "ready" as const, conversationId: task.app_conversation_id };
+    if (task.status === "READY" && task.appConversationId) {
+      return { kind: "ready" as const, conversationId: task.appConversationId };
     }
-    const { n } = await trx
-      .selectFrom("pending_messages")
-      .select((eb) => eb.fn.countAll<string>().as("n"))
-      .where("start_task_id", "=", task.id)
-      .executeTakeFirstOrThrow();
-    if (Number(n) >= MAX_PENDING_MESSAGES) return { kind: "full" as const };
-    const id = newId();
-    await trx
-      .insertInto("pending_messages")
-      .values({ id, start_task_id: task.id, content: JSON.stringify(stored) })
-      .execute();
-    return { kind: "queued" as const, id, position: Number(n) + 1 };
+    const n = await pending.count(task.id);
+    if (n >= MAX_PENDING_MESSAGES) return { kind: "full" as const };
+    const id = await pending.add(task.id, stored);
+    return { kind: "queued" as const, id, position: n + 1 };
   });
   switch (queued.kind) {
     case "missing":
@@ -239,16 +230,10 @@ export const deliverPendingMessages = async (
   taskId: string,
   conversationId: string,
 ): Promise<number> => {
-  await trx.selectFrom("start_tasks").select("id").where("id", "=", taskId).forUpdate().execute();
-  const rows = await trx
-    .deleteFrom("pending_messages")
-    .where("start_task_id", "=", taskId)
-    .returning(["id", "content", "created_at"])
-    .execute();
+  const pending = pendingMessagesRepository(trx);
+  await pending.lockTask(taskId);
+  const rows = await pending.takeAll(taskId);
   if (rows.length === 0) return 0;
-  rows.sort((a, b) =>
-    a.created_at === b.created_at ? a.id.localeCompare(b.id) : a.created_at < b.created_at ? -1 : 1,
-  );
   await eventsRepository(trx).append(
     conversationId,
     rows.map((r) => newEvent.userMessage(r.content as MessageContent[])),

@@ -19,6 +19,7 @@ import {
 } from "@tern/queue";
 import type { SandboxCommandDeps, ServiceDeps } from "./deps.ts";
 import type { Caller } from "./ownership.ts";
+import { newestFirstPage, type Page, type PagedReadDeps } from "./paging.ts";
 import { assertQueueReady } from "./queue-availability.ts";
 
 const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
@@ -43,6 +44,21 @@ export const ownedSandboxes = async (
   const byId = new Map(found.filter(allowed).map((s) => [s.id, s]));
   return wanted.map((id) => (id === null ? null : (byId.get(id) ?? null)));
 };
+
+/** The caller's sandboxes, newest first, a page of `limit` after `pageId`. */
+export const searchSandboxes = (
+  deps: PagedReadDeps,
+  caller: Caller,
+  req: { limit: number; pageId: string | undefined },
+): Promise<Page<OwnedSandbox>> =>
+  newestFirstPage({
+    secret: deps.config.cursorSecret,
+    scope: `sandboxes:${caller.userId}`,
+    limit: req.limit,
+    pageId: req.pageId,
+    fetch: (after) => sandboxesRepository(deps.db).searchForUser(caller.userId, { limit: req.limit, after }),
+    toItem: (s) => s,
+  });
 
 /** The caller's sandbox, or NotFoundError (also for another user's). */
 export const ownedSandbox = async (

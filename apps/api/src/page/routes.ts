@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
-import { hashApiKey, startStages, terminalExecutionStatuses, UnauthorizedError } from "@tern/core";
-import { apiKeysRepository, conversationsRepository } from "@tern/db";
+import { startStages, terminalExecutionStatuses, UnauthorizedError } from "@tern/core";
 import { Hono } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import type { ApiDeps } from "../deps.ts";
+import { kindOfKey } from "../middleware/auth.ts";
 import { openPageSession, PAGE_COOKIE, sealPageSession } from "./session.ts";
 
 const asset = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8");
@@ -24,13 +24,6 @@ const SECURITY_HEADERS = {
 };
 
 const signInBody = z.object({ key: z.string().trim().min(1).max(512) });
-
-/** What a key is: an API key (full page) or a conversation's session key (its conversation, read-only). */
-const kindOfKey = async (deps: ApiDeps, key: string): Promise<"api_key" | "session" | null> => {
-  if (await apiKeysRepository(deps.db).findLiveByHash(hashApiKey(key))) return "api_key";
-  if (await conversationsRepository(deps.db).findBySessionKey(key)) return "session";
-  return null;
-};
 
 /**
  * The conversation page at `conversation_url` ({PUBLIC_URL}/conversations/{id}): one HTML page, its
