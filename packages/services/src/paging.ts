@@ -56,56 +56,115 @@ export interface PagedReadDeps {
   config: { cursorSecret: string };
 }
 
-/** A listing's keyset position: the (created_at, id) of the last item it returned. */
-const createdPosition = z.object({ t: z.string().min(1), id: z.uuid() });
-
 /**
- * One page of a newest-first listing: decodes `page_id` (signed, bound to `scope`), asks `fetch`
- * for up to limit + 1 rows after that position, and signs the next position when there is more.
+ * One page of a keyset listing: decodes `page_id` (signed, bound to `scope`) into the position it
+ * names, asks `fetch` for up to limit + 1 rows after it, and signs the last row's position when
+ * there is more. `position` says how a row's position is written in a cursor and read back.
  */
-export const newestFirstPage = async <Row extends { createdAt: string; id: string }, Item>(opts: {
+const keysetPage = async <Row, After, Position>(opts: {
   secret: string;
   scope: string;
   limit: number;
   pageId: string | undefined;
-  fetch: (after: { createdAt: string; id: string } | null) => Promise<Row[]>;
-  toItem: (row: Row) => Item;
-}): Promise<Page<Item>> => {
-  const after = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, createdPosition) : null;
-  const rows = await opts.fetch(after && { createdAt: after.t, id: after.id });
-  const page = rows.slice(0, opts.limit);
-  const last = page.at(-1);
-  const next =
-    rows.length > opts.limit && last
-      ? encodePageCursor(opts.secret, opts.scope, { t: last.createdAt, id: last.id })
-      : null;
-  return { items: page.map(opts.toItem), next_page_id: next };
+  fetch: (after: After | null) => Promise<Row[]>;
+  position: { schema: z.ZodType<Position>; of: (row: Row) => Position; after: (p: Position) => After };
+}): Promise<Page<Row>> => {
+  const at = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, opts.position.schema) : null;
+  const rows = await opts.fetch(at && opts.position.after(at));
+  const items = rows.slice(0, opts.limit);
+  const last = items.at(-1);
+  const more = rows.length > opts.limit && last !== undefined;
+  return { items, next_page_id: more ? encodePageCursor(opts.secret, opts.scope, opts.position.of(last)) : null };
 };
+
+interface PageRequest<Row, After> {
+  secret: string;
+  scope: string;
+  limit: number;
+  pageId: string | undefined;
+  fetch: (after: After | null) => Promise<Row[]>;
+}
+
+/** A listing's keyset position: the (created_at, id) of the last item it returned. */
+const createdPosition = z.object({ t: z.string().min(1), id: z.uuid() });
+
+/** One page of a newest-first listing (its position: the last row's created_at and id). */
+export const newestFirstPage = <Row extends { createdAt: string; id: string }>(
+  opts: PageRequest<Row, { createdAt: string; id: string }>,
+): Promise<Page<Row>> =>
+  keysetPage({
+    ...opts,
+    position: {
+      schema: createdPosition,
+      of: (row) => ({ t: row.createdAt, id: row.id }),
+      after: (p) => ({ createdAt: p.t, id: p.id }),
+    },
+  });
 
 /** A sorted listing's keyset position: the sort key (as text) and id of the last item it returned. */
 const sortedPosition = z.object({ k: z.string(), id: z.uuid() });
 
 /**
- * One page of a listing in any of its sort orders: as newestFirstPage, with the position being the
- * last item's sort key (`keyOf`) and id. `scope` must name the order and the filters, so a cursor
- * is only good for the listing it came from.
+ * One page of a listing in any of its sort orders: its position is the last row's sort key
+ * (`keyOf`) and id. `scope` must name the order and the filters, so a cursor is only good for the
+ * listing it came from.
  */
-export const sortedPage = async <Row extends { id: string }, Item>(opts: {
-  secret: string;
-  scope: string;
+export const sortedPage = <Row extends { id: string }>(
+  opts: PageRequest<Row, { key: string; id: string }> & { keyOf: (row: Row) => string },
+): Promise<Page<Row>> =>
+  keysetPage({
+    ...opts,
+    position: {
+      schema: sortedPosition,
+      of: (row) => ({ k: opts.keyOf(row), id: row.id }),
+      after: (p) => ({ key: p.k, id: p.id }),
+    },
+  });
+
+/** A listing's search: the caller's rows matching `filter` in `order`, a page of `limit` after `pageId`. */
+export interface ListingRequest<Filter, Order> {
+  /** Null: the filter can match nothing (an id that is no id); the answer is empty. */
+  filter: Filter | null;
+  order: Order;
   limit: number;
   pageId: string | undefined;
-  fetch: (after: { key: string; id: string } | null) => Promise<Row[]>;
-  keyOf: (row: Row) => string;
-  toItem: (row: Row) => Item;
-}): Promise<Page<Item>> => {
-  const after = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, sortedPosition) : null;
-  const rows = await opts.fetch(after && { key: after.k, id: after.id });
-  const page = rows.slice(0, opts.limit);
-  const last = page.at(-1);
-  const next =
-    rows.length > opts.limit && last
-      ? encodePageCursor(opts.secret, opts.scope, { k: opts.keyOf(last), id: last.id })
-      : null;
-  return { items: page.map(opts.toItem), next_page_id: next };
-};
+}
+
+/** A repository of rows that belong to users, searched and counted per user (conversations, start tasks). */
+interface OwnedRows<Row, Filter, Order> {
+  searchForUser(
+    userId: string,
+    opts: { limit: number; filter: Filter; order: Order; after: { key: string; id: string } | null },
+  ): Promise<Row[]>;
+  countForUser(userId: string, filter: Filter): Promise<number>;
+}
+
+/**
+ * The search and the count of a listing of the caller's rows named `listing`, sorted and filtered:
+ * the owner scoping is written here once. Cursors are bound to the listing, the owner, the order
+ * and every filter; a null filter (one that can match nothing) answers empty.
+ */
+export const ownedListing = <Row extends { id: string }, Filter, Order>(
+  listing: string,
+  rows: (db: PagedReadDeps["db"]) => OwnedRows<Row, Filter, Order>,
+  keyOf: (row: Row, order: Order) => string,
+) => ({
+  search: async (
+    deps: PagedReadDeps,
+    caller: { userId: string },
+    req: ListingRequest<Filter, Order>,
+  ): Promise<Page<Row>> => {
+    const { filter, order, limit } = req;
+    if (!filter) return { items: [], next_page_id: null };
+    return sortedPage({
+      secret: deps.config.cursorSecret,
+      scope: JSON.stringify([listing, caller.userId, order, filter]),
+      limit,
+      pageId: req.pageId,
+      fetch: (after) => rows(deps.db).searchForUser(caller.userId, { limit, filter, order, after }),
+      keyOf: (row) => keyOf(row, order),
+    });
+  },
+  count: async (deps: Pick<PagedReadDeps, "db">, caller: { userId: string }, filter: Filter | null): Promise<number> =>
+    filter ? rows(deps.db).countForUser(caller.userId, filter) : 0,
+});

@@ -57,7 +57,6 @@ export const searchSandboxes = (
     limit: req.limit,
     pageId: req.pageId,
     fetch: (after) => sandboxesRepository(deps.db).searchForUser(caller.userId, { limit: req.limit, after }),
-    toItem: (s) => s,
   });
 
 /** The caller's sandbox, or NotFoundError (also for another user's). */

@@ -105,7 +105,6 @@ export const listWebhookDeliveries = async (
     limit: req.limit,
     pageId: req.pageId,
     fetch: (after) => webhooksRepository(deps.db).listDeliveries(webhook.id, { limit: req.limit, after }),
-    toItem: (d) => d,
   });
 };
 
