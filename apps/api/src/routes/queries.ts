@@ -58,6 +58,12 @@ export const pageSchema = <T extends z.ZodType>(item: T, name: string) =>
     })
     .openapi(name);
 
+/** A sorted listing's request, from its query and the filter made of it (null: it matches nothing). */
+export const listingRequest = <Filter, Order>(
+  query: { sort_order: Order; limit: number; page_id?: string | undefined },
+  filter: Filter | null,
+) => ({ filter, order: query.sort_order, limit: query.limit, pageId: query.page_id });
+
 const timestampFilter = (description: string) =>
   z
     .string()

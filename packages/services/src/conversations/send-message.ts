@@ -1,11 +1,11 @@
 import {
-  ConflictError,
   type Conversation,
   GoneError,
   isSandboxRunnable,
   type MessageContent,
   newEvent,
   type SandboxStatus,
+  sandboxReadError,
   skillsTriggeredBy,
   textOfContent,
   UnavailableError,
@@ -104,11 +104,7 @@ export const sendAppMessage = async (
   if (status === "ERROR") throw new UnavailableError("The conversation's sandbox is in error");
   if (status === "PAUSED") {
     const sandbox = conversation.sandboxId ? await sandboxesRepository(deps.db).get(conversation.sandboxId) : null;
-    if (!sandbox?.idlePausedAt) {
-      throw new ConflictError(
-        `The conversation's sandbox is paused; resume it first (POST /api/v1/sandboxes/${conversation.sandboxId?.replaceAll("-", "")}/resume)`,
-      );
-    }
+    if (!sandbox?.idlePausedAt) throw sandboxReadError("paused", conversation.sandboxId ?? "");
   }
   await sendMessage(deps, caller, conversation.id, message);
   return {

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { conversationRecordSchema } from "@tern/core";
 import { searchConversations } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { pageQuery, pageSchema } from "../queries.ts";
+import { listingRequest, pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, toConversationRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 import { conversationFilterQuery, conversationSortQuery, toConversationFilter } from "./search-filter.ts";
@@ -28,12 +28,11 @@ const route = createRoute({
 export const registerSearchConversations = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const query = c.req.valid("query");
-    const page = await searchConversations(deps, c.get("principal"), {
-      filter: toConversationFilter(query),
-      order: query.sort_order,
-      limit: query.limit,
-      pageId: query.page_id,
-    });
+    const page = await searchConversations(
+      deps,
+      c.get("principal"),
+      listingRequest(query, toConversationFilter(query)),
+    );
     const items = page.items.map((conv) => toConversationRecord(conv, deps.config.publicUrl, deps.secretBox));
     return c.json({ items, next_page_id: page.next_page_id }, 200);
   });

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { parseId, startTaskRecordSchema } from "@tern/core";
 import { countStartTasks, type StartTaskFilter, searchStartTasks, startTaskSortOrders } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { pageQuery, pageSchema, timeWindowQuery } from "../queries.ts";
+import { listingRequest, pageQuery, pageSchema, timeWindowQuery } from "../queries.ts";
 import { errorResponses, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
@@ -68,12 +68,7 @@ const countRoute = createRoute({
 export const registerSearchStartTasks = (router: Router, deps: ApiDeps) => {
   router.openapi(searchRoute, async (c) => {
     const query = c.req.valid("query");
-    const page = await searchStartTasks(deps, c.get("principal"), {
-      filter: toStartTaskFilter(query),
-      order: query.sort_order,
-      limit: query.limit,
-      pageId: query.page_id,
-    });
+    const page = await searchStartTasks(deps, c.get("principal"), listingRequest(query, toStartTaskFilter(query)));
     return c.json({ items: page.items.map(toStartTaskRecord), next_page_id: page.next_page_id }, 200);
   });
   router.openapi(countRoute, async (c) => {

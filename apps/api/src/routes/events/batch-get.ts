@@ -27,12 +27,8 @@ const route = createRoute({
 
 export const registerBatchGetEvents = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const events = await eventsByIds(
-      deps,
-      c.get("principal"),
-      c.req.valid("param").conversation_id,
-      c.req.valid("query").id,
-    );
+    const { conversation_id } = c.req.valid("param");
+    const events = await eventsByIds(deps, c.get("principal"), conversation_id, c.req.valid("query").id);
     return c.json(
       events.map((event) => (event ? eventToJson(event) : null)),
       200,
