@@ -2,13 +2,12 @@ import { serve } from "@hono/node-server";
 import { runService, type ServiceContext, sealSessionApiKey, secretBoxFromConfig, startTracing } from "@tern/core";
 import { apiKeysRepository, assertSchemaCurrent, conversationsRepository, createChangeFeed, createDb } from "@tern/db";
 import { createQueueEvents, createQueues, createRedis, QueueName } from "@tern/queue";
-import { resolveInternalToken } from "@tern/services";
+import { resolveCursorSecret, resolveInternalToken } from "@tern/services";
 import { WebSocketServer } from "ws";
 import { createApp } from "./app.ts";
 import { type ApiConfig, loadApiConfig } from "./config.ts";
 import { createKeyCache } from "./middleware/key-cache.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
-import { resolveCursorSecret } from "./page-cursor.ts";
 import { createStreamHub } from "./routes/streams/event-pump.ts";
 import { startWorkerPresence } from "./worker-presence.ts";
 

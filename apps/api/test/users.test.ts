@@ -1,11 +1,11 @@
 import { spawnSync } from "node:child_process";
 import { deploymentSecretsRepository } from "@tern/db";
+import { resolveCursorSecret } from "@tern/services";
 import { appEntry, createConversationFixture, repoRoot, scaled } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
 import { ADMIN_COOKIE } from "../src/middleware/auth.ts";
-import { resolveCursorSecret } from "../src/page-cursor.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /** Users (issue 12) and the sessions and secrets of the deployment (issue 11, item 6). */

@@ -2,7 +2,7 @@ import { conversationsRepository, sandboxesRepository } from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import { waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pauseSandbox, removeSandbox, resumeSandbox } from "../src/sandbox/commands.ts";
+import { destroySandbox, freezeSandbox, thawSandbox } from "../src/sandbox/commands.ts";
 import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
 /**
@@ -33,24 +33,22 @@ describe("sandbox commands", () => {
   it("pause and resume: the engine's state and the row's status move together; both are idempotent", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({});
     const { id } = await rowOf(conversationId);
-    expect(await pauseSandbox(deps(), id)).toEqual({ outcome: "done", status: "PAUSED" });
+    expect(await freezeSandbox(deps(), id)).toEqual({ outcome: "done", status: "PAUSED" });
     expect((await fx.sandboxes.inspect(sandboxRef))?.state).toBe("paused");
     expect((await rowOf(conversationId)).status).toBe("PAUSED");
     expect((await fx.conversation(conversationId)).sandboxStatus).toBe("PAUSED");
-    expect(await pauseSandbox(deps(), id)).toEqual({ outcome: "done", status: "PAUSED" });
+    expect(await freezeSandbox(deps(), id)).toEqual({ outcome: "done", status: "PAUSED" });
 
-    expect(await resumeSandbox(deps(), id)).toEqual({ outcome: "done", status: "RUNNING" });
+    expect(await thawSandbox(deps(), id)).toEqual({ outcome: "done", status: "RUNNING" });
     expect((await fx.sandboxes.inspect(sandboxRef))?.state).toBe("running");
-    expect(await resumeSandbox(deps(), id)).toEqual({ outcome: "done", status: "RUNNING" });
+    expect(await thawSandbox(deps(), id)).toEqual({ outcome: "done", status: "RUNNING" });
     expect((await fx.conversation(conversationId)).sandboxStatus).toBe("RUNNING");
   });
 
   it("commands racing on one sandbox leave the row saying what the engine did", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({});
     const { id } = await rowOf(conversationId);
-    const commands = Array.from({ length: 8 }, (_, i) =>
-      i % 2 ? resumeSandbox(deps(), id) : pauseSandbox(deps(), id),
-    );
+    const commands = Array.from({ length: 8 }, (_, i) => (i % 2 ? thawSandbox(deps(), id) : freezeSandbox(deps(), id)));
     await Promise.all(commands);
     const state = (await fx.sandboxes.inspect(sandboxRef))?.state;
     const status = (await rowOf(conversationId)).status;
@@ -63,7 +61,7 @@ describe("sandbox commands", () => {
     // As the janitor leaves an idle sandbox: frozen, PAUSED, and marked as paused for idleness.
     await fx.sandboxes.pause(sandboxRef);
     await sandboxesRepository(fx.database.db).markIdlePaused(id);
-    expect(await pauseSandbox(deps(), id)).toEqual({ outcome: "done", status: "PAUSED" });
+    expect(await freezeSandbox(deps(), id)).toEqual({ outcome: "done", status: "PAUSED" });
     expect((await rowOf(conversationId)).idlePausedAt).toBeNull();
 
     fx.llm.push({ text: "Hi." });
@@ -75,7 +73,7 @@ describe("sandbox commands", () => {
     expect((await fx.sandboxes.inspect(sandboxRef))?.state).toBe("paused");
     expect(fx.llm.remaining()).toBe(1);
 
-    expect(await resumeSandbox(deps(), id)).toEqual({ outcome: "done", status: "RUNNING" });
+    expect(await thawSandbox(deps(), id)).toEqual({ outcome: "done", status: "RUNNING" });
     const conversation = await fx.waitForRun(conversationId, runId);
     expect(conversation.executionStatus).toBe("finished");
   });
@@ -95,23 +93,23 @@ describe("sandbox commands", () => {
   it("removal: the sandbox goes, the row is MISSING, and a later pause or resume is refused as gone", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({});
     const { id } = await rowOf(conversationId);
-    await pauseSandbox(deps(), id);
-    expect(await removeSandbox(deps(), id)).toEqual({ outcome: "done", status: "MISSING" });
+    await freezeSandbox(deps(), id);
+    expect(await destroySandbox(deps(), id)).toEqual({ outcome: "done", status: "MISSING" });
     expect(await fx.sandboxes.inspect(sandboxRef)).toBeNull();
-    expect(await pauseSandbox(deps(), id)).toEqual({ outcome: "gone" });
-    expect(await resumeSandbox(deps(), id)).toEqual({ outcome: "gone" });
-    expect(await removeSandbox(deps(), id)).toEqual({ outcome: "done", status: "MISSING" });
+    expect(await freezeSandbox(deps(), id)).toEqual({ outcome: "gone" });
+    expect(await thawSandbox(deps(), id)).toEqual({ outcome: "gone" });
+    expect(await destroySandbox(deps(), id)).toEqual({ outcome: "done", status: "MISSING" });
     expect(await conversationsRepository(fx.database.db).get(conversationId)).toMatchObject({
       sandboxStatus: "MISSING",
     });
-    expect(await pauseSandbox(deps(), "00000000-0000-4000-8000-000000000000")).toEqual({ outcome: "missing" });
+    expect(await freezeSandbox(deps(), "00000000-0000-4000-8000-000000000000")).toEqual({ outcome: "missing" });
   });
 
   it("a sandbox removed behind its back is marked MISSING by the next command", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({});
     const { id } = await rowOf(conversationId);
     await fx.sandboxes.destroy(sandboxRef);
-    expect(await pauseSandbox(deps(), id)).toEqual({ outcome: "gone" });
+    expect(await freezeSandbox(deps(), id)).toEqual({ outcome: "gone" });
     expect((await rowOf(conversationId)).status).toBe("MISSING");
   });
 });

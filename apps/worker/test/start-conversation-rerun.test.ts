@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadWorkerConfig } from "../src/config.ts";
 import type { WorkerDeps } from "../src/deps.ts";
 import type { StartContext } from "../src/pipeline/context.ts";
-import { startConversation } from "../src/pipeline/start-conversation.ts";
+import { openStartedConversation } from "../src/pipeline/open-conversation.ts";
 
 let database: TestDatabase;
 let redis: Redis;
@@ -58,12 +58,12 @@ describe("STARTING_CONVERSATION run again (its worker died after writing the fir
     const acquired = { sandboxId: sandbox.id, ref: "unused", name: sandbox.name };
     const workspace = { dir: "/workspace/project", repository: null };
 
-    const first = await startConversation(ctx, acquired, workspace, []);
+    const first = await openStartedConversation(ctx, acquired, workspace, []);
     // The first attempt died between writing the events and asking for the run: no job exists.
     await queues.agentRun.obliterate({ force: true });
-    const second = await startConversation(ctx, acquired, workspace, []);
+    const second = await openStartedConversation(ctx, acquired, workspace, []);
     // And a third attempt asks again, which BullMQ answers with the same one job.
-    await startConversation(ctx, acquired, workspace, []);
+    await openStartedConversation(ctx, acquired, workspace, []);
 
     expect(second.id).toBe(first.id);
     const events = await eventsRepository(database.db).listAll(first.id);

@@ -29,6 +29,13 @@ export const executionStatuses = [
 ] as const;
 export type ExecutionStatus = (typeof executionStatuses)[number];
 
+/** The stages a start passes through, in order, up to READY (ERROR may end any of them). */
+export const startStages: readonly StartTaskStatus[] = startTaskStatuses.filter((s) => s !== "ERROR");
+/** The agent stopped and will not go on by itself. */
+export const terminalExecutionStatuses = ["finished", "error", "stuck"] as const satisfies readonly ExecutionStatus[];
+/** The terminal statuses that are a failure (a watcher exits non-zero on them). */
+export const failedExecutionStatuses = ["error", "stuck"] as const satisfies readonly ExecutionStatus[];
+
 export const sandboxStatuses = ["STARTING", "RUNNING", "PAUSED", "ERROR", "MISSING"] as const;
 export type SandboxStatus = (typeof sandboxStatuses)[number];
 

@@ -2,8 +2,8 @@
  * Errors of the domain, apart from HTTP. Each has a stable `code` (clients may rely on it once the
  * API has mapped it) and a message fit for whoever caused it. Whether to retry is a property of the
  * type, not of a status: a worker retries only `transient` errors, and ends the job at once on any
- * other DomainError (the user's or the repository's to fix). The API turns codes into statuses in
- * one place (apps/api/src/middleware/errors.ts); nothing here knows HTTP.
+ * other DomainError (the user's or the repository's to fix). Codes become statuses in one table
+ * (error-statuses.ts), which every HTTP surface uses; nothing here knows HTTP.
  */
 export const errorCodes = [
   "bad_request",

@@ -1,11 +1,12 @@
 import {
-  ConflictError,
-  GoneError,
+  commandRefusalOf,
   NotFoundError,
   type OwnedSandbox,
   parseId,
+  readRefusalOf,
   type Sandbox,
-  type SandboxStatus,
+  sandboxCommandError,
+  sandboxReadError,
   UnavailableError,
 } from "@tern/core";
 import { sandboxesRepository } from "@tern/db";
@@ -18,6 +19,7 @@ import {
 } from "@tern/queue";
 import type { SandboxCommandDeps, ServiceDeps } from "./deps.ts";
 import type { Caller } from "./ownership.ts";
+import { newestFirstPage, type Page, type PagedReadDeps } from "./paging.ts";
 import { assertQueueReady } from "./queue-availability.ts";
 
 const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
@@ -43,6 +45,20 @@ export const ownedSandboxes = async (
   return wanted.map((id) => (id === null ? null : (byId.get(id) ?? null)));
 };
 
+/** The caller's sandboxes, newest first, a page of `limit` after `pageId`. */
+export const searchSandboxes = (
+  deps: PagedReadDeps,
+  caller: Caller,
+  req: { limit: number; pageId: string | undefined },
+): Promise<Page<OwnedSandbox>> =>
+  newestFirstPage({
+    secret: deps.config.cursorSecret,
+    scope: `sandboxes:${caller.userId}`,
+    limit: req.limit,
+    pageId: req.pageId,
+    fetch: (after) => sandboxesRepository(deps.db).searchForUser(caller.userId, { limit: req.limit, after }),
+  });
+
 /** The caller's sandbox, or NotFoundError (also for another user's). */
 export const ownedSandbox = async (
   deps: Pick<ServiceDeps, "db">,
@@ -53,13 +69,6 @@ export const ownedSandbox = async (
   if (!sandbox) throw new NotFoundError("No such sandbox");
   return sandbox;
 };
-
-/** Removed, or its start failed: it will not run again. */
-export const isSandboxGone = (status: SandboxStatus): boolean => status === "MISSING" || status === "ERROR";
-
-const goneError = () => new GoneError("The sandbox was removed; it cannot be paused or resumed any more");
-const startingError = () =>
-  new ConflictError("The sandbox is still starting; wait until its conversation is READY, then try again");
 
 /**
  * Runs one command job on the sandbox and turns its result into the answer: done, or the domain
@@ -93,8 +102,7 @@ const runCommand = async (
     );
   }
   const result = sandboxCommandResultSchema.parse(raw);
-  if (result.outcome === "gone") throw goneError();
-  if (result.outcome === "starting") throw startingError();
+  if (result.outcome === "gone" || result.outcome === "starting") throw sandboxCommandError(result.outcome);
   if (result.outcome === "missing") throw new NotFoundError("No such sandbox");
   return result;
 };
@@ -106,16 +114,16 @@ const runCommand = async (
  */
 export const pauseSandbox = async (deps: SandboxCommandDeps, caller: Caller, rawId: string): Promise<void> => {
   const sandbox = await ownedSandbox(deps, caller, rawId);
-  if (isSandboxGone(sandbox.status)) throw goneError();
-  if (sandbox.status === "STARTING") throw startingError();
+  const refusal = commandRefusalOf(sandbox.status);
+  if (refusal) throw sandboxCommandError(refusal);
   await runCommand(deps, "sandbox.pause", sandbox);
 };
 
 /** Thaws the caller's sandbox; a run that waited for it continues where it stopped (the same run). */
 export const resumeSandbox = async (deps: SandboxCommandDeps, caller: Caller, rawId: string): Promise<void> => {
   const sandbox = await ownedSandbox(deps, caller, rawId);
-  if (isSandboxGone(sandbox.status)) throw goneError();
-  if (sandbox.status === "STARTING") throw startingError();
+  const refusal = commandRefusalOf(sandbox.status);
+  if (refusal) throw sandboxCommandError(refusal);
   await runCommand(deps, "sandbox.resume", sandbox);
 };
 
@@ -126,8 +134,9 @@ export const resumeSandbox = async (deps: SandboxCommandDeps, caller: Caller, ra
  */
 export const removeSandbox = async (deps: SandboxCommandDeps, caller: Caller, rawId: string): Promise<void> => {
   const sandbox = await ownedSandbox(deps, caller, rawId);
-  if (isSandboxGone(sandbox.status)) return;
-  if (sandbox.status === "STARTING") throw startingError();
+  const refusal = commandRefusalOf(sandbox.status);
+  if (refusal === "gone") return;
+  if (refusal) throw sandboxCommandError(refusal);
   await runCommand(deps, "sandbox.remove", sandbox);
 };
 
@@ -140,14 +149,7 @@ export const runningSandboxOf = async (
   conversation: { id: string; sandboxId: string | null },
 ): Promise<Sandbox> => {
   const sandbox = conversation.sandboxId ? await sandboxesRepository(deps.db).get(conversation.sandboxId) : null;
-  if (!sandbox || isSandboxGone(sandbox.status)) {
-    throw new GoneError("The conversation's sandbox was removed; its workspace is gone");
-  }
-  if (sandbox.status === "PAUSED") {
-    throw new ConflictError(
-      `The conversation's sandbox is paused; resume it first (POST /api/v1/sandboxes/${sandbox.id.replaceAll("-", "")}/resume)`,
-    );
-  }
-  if (sandbox.status !== "RUNNING") throw new ConflictError("The conversation's sandbox is still starting");
+  const refusal = readRefusalOf(sandbox?.status ?? null);
+  if (refusal || !sandbox) throw sandboxReadError(refusal ?? "gone", sandbox?.id ?? "");
   return sandbox;
 };

@@ -8,8 +8,16 @@ import {
   type SecretBox,
   ValidationError,
 } from "@tern/core";
-import { type Database, type Webhook, webhookSecretContext, webhooksRepository } from "@tern/db";
+import {
+  type Database,
+  type Webhook,
+  type WebhookDelivery,
+  type WebhookDeliveryAttempt,
+  webhookSecretContext,
+  webhooksRepository,
+} from "@tern/db";
 import type { Kysely } from "kysely";
+import { newestFirstPage, type Page, type PagedReadDeps } from "./paging.ts";
 import {
   parseWebhookUrl,
   resolveWebhookAddresses,
@@ -81,6 +89,23 @@ export const getOwnWebhook = async (deps: Pick<WebhookDeps, "db">, userId: strin
   const webhook = id === null ? null : await webhooksRepository(deps.db).getForUser(userId, id);
   if (!webhook) throw new NotFoundError("No such webhook");
   return webhook;
+};
+
+/** One of the caller's webhooks' deliveries, newest first, each with its attempts; NotFoundError for another's. */
+export const listWebhookDeliveries = async (
+  deps: PagedReadDeps,
+  userId: string,
+  rawId: string,
+  req: { limit: number; pageId: string | undefined },
+): Promise<Page<WebhookDelivery & { attemptList: WebhookDeliveryAttempt[] }>> => {
+  const webhook = await getOwnWebhook(deps, userId, rawId);
+  return newestFirstPage({
+    secret: deps.config.cursorSecret,
+    scope: `webhook-deliveries:${webhook.id}`,
+    limit: req.limit,
+    pageId: req.pageId,
+    fetch: (after) => webhooksRepository(deps.db).listDeliveries(webhook.id, { limit: req.limit, after }),
+  });
 };
 
 /** Deletes one of the caller's webhooks; its pending deliveries end failed. Returns its id. */

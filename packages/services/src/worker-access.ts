@@ -1,14 +1,11 @@
 import { randomBytes } from "node:crypto";
 import {
-  ConflictError,
-  type DomainError,
-  type ErrorCode,
-  ForbiddenError,
-  GoneError,
-  NotFoundError,
-  PayloadTooLargeError,
+  domainErrorOf,
   type Sandbox,
   UnavailableError,
+  type WorkerRead,
+  type WorkerReadQuery,
+  workerPath,
 } from "@tern/core";
 import { type Database, deploymentSecretsRepository } from "@tern/db";
 import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
@@ -59,32 +56,28 @@ export const workersFor = async (
   return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
 };
 
-const errorOf = (code: ErrorCode | undefined, message: string): DomainError | null => {
-  switch (code) {
-    case "forbidden":
-      return new ForbiddenError(message);
-    case "not_found":
-      return new NotFoundError(message);
-    case "conflict":
-      return new ConflictError(message);
-    case "gone":
-      return new GoneError(message);
-    case "payload_too_large":
-      return new PayloadTooLargeError(message);
-    case "service_unavailable":
-      return new UnavailableError(message);
-    default:
-      return null;
-  }
-};
-
 const isAbort = (err: unknown) => err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
 
 /**
+ * One read of the workers' internal API (@tern/core's worker-api.ts) of `sandbox`, by a worker that
+ * can serve it, and its answer, body unread so the caller may stream it.
+ */
+export const readFromWorker = <R extends WorkerRead>(
+  deps: WorkerReadDeps,
+  sandbox: Sandbox,
+  read: R,
+  query: WorkerReadQuery<R>,
+  /** stream: the time limit covers the answer's headers only, so a long body (an archive) is never cut. */
+  opts: { stream?: boolean } = {},
+): Promise<Response> => fetchFromWorker(deps, sandbox, workerPath(read, sandbox.id, query), opts);
+
+/**
  * GET `path` (with its query) of the internal server of a worker that can serve `sandbox`, and its
- * answer, body unread so the caller may stream it. A worker that cannot be reached (its entry
+ * answer, body unread so the caller may stream it. Callers name a read (readFromWorker); the raw
+ * path is for tests of the contract's refusals. A worker that cannot be reached (its entry
  * outlived it) is skipped for the next; none left is UnavailableError. A worker's refusal comes
- * back as the domain error it names (a path outside the workspace: ForbiddenError, and so on).
+ * back as the domain error its code names (a path outside the workspace: ForbiddenError, a bad
+ * query: ValidationError, and so on), so the client gets the status the worker gave.
  */
 export const fetchFromWorker = async (
   deps: WorkerReadDeps,
@@ -114,7 +107,9 @@ export const fetchFromWorker = async (
       continue;
     }
     if (res.ok) return res;
-    const body = (await res.json().catch(() => null)) as { error?: { code?: ErrorCode; message?: string } } | null;
+    const body = (await res.json().catch(() => null)) as {
+      error?: { code?: unknown; message?: string; details?: unknown };
+    } | null;
     const message = body?.error?.message ?? `the worker answered ${res.status}`;
     if (res.status === 401) {
       // Our own configuration is wrong (WORKER_INTERNAL_TOKEN set on some processes only): say so loudly.
@@ -124,7 +119,7 @@ export const fetchFromWorker = async (
       );
       continue;
     }
-    const domain = errorOf(body?.error?.code, message);
+    const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
     if (domain) throw domain;
     throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
   }

@@ -1,7 +1,8 @@
+import type { DiffFormat } from "@tern/core";
 import type { WorkerReadDeps } from "./deps.ts";
 import { type Caller, ownedConversation } from "./ownership.ts";
 import { runningSandboxOf } from "./sandboxes.ts";
-import { fetchFromWorker } from "./worker-access.ts";
+import { readFromWorker } from "./worker-access.ts";
 
 /**
  * What the agent produced, read from the conversation's sandbox by a worker and streamed through:
@@ -12,13 +13,11 @@ export const workspaceDiff = async (
   deps: WorkerReadDeps,
   caller: Caller,
   conversationId: string,
-  format: "text" | "json",
+  format: DiffFormat,
 ): Promise<Response> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   const sandbox = await runningSandboxOf(deps, conversation);
-  return fetchFromWorker(deps, sandbox, `/internal/sandboxes/${sandbox.id}/diff?format=${format}`, {
-    stream: format === "text",
-  });
+  return readFromWorker(deps, sandbox, "diff", { format }, { stream: format === "text" });
 };
 
 export const workspaceArchive = async (
@@ -28,5 +27,5 @@ export const workspaceArchive = async (
 ): Promise<Response> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   const sandbox = await runningSandboxOf(deps, conversation);
-  return fetchFromWorker(deps, sandbox, `/internal/sandboxes/${sandbox.id}/workspace.tar.gz`, { stream: true });
+  return readFromWorker(deps, sandbox, "archive", {}, { stream: true });
 };

@@ -111,12 +111,17 @@ const principalOfApiKey = async (
   keyUsage: KeyUsage,
   key: string,
 ): Promise<Extract<Principal, { kind: "api_key" }> | null> => {
+  const live = await liveApiKey(deps, key);
+  return live ? apiKeyPrincipal(keyUsage, live) : null;
+};
+
+/** A live API key, as the cache keeps it (see principalOfApiKey); null when unknown, revoked or expired. */
+const liveApiKey = async (deps: Pick<ApiDeps, "db" | "keyCache">, key: string): Promise<CachedKey | null> => {
   const hash = hashApiKey(key);
   const cache = deps.keyCache;
   const now = Date.now();
   const cached = cache?.get(hash, now);
-  if (cached)
-    return cached.expiresAtMs !== null && cached.expiresAtMs <= now ? null : apiKeyPrincipal(keyUsage, cached);
+  if (cached) return cached.expiresAtMs !== null && cached.expiresAtMs <= now ? null : cached;
   // Taken before the query: an invalidation while it runs keeps its (maybe stale) answer out of the cache.
   const epoch = cache?.epoch ?? 0;
   const found = await apiKeysRepository(deps.db).findLiveByHash(hash);
@@ -128,7 +133,18 @@ const principalOfApiKey = async (
     expiresAtMs: found.key.expiresAt === null ? null : Date.parse(found.key.expiresAt),
   };
   if (!Number.isNaN(entry.expiresAtMs)) cache?.set(hash, entry, epoch);
-  return apiKeyPrincipal(keyUsage, entry);
+  return entry;
+};
+
+/**
+ * What a pasted key is (the conversation page's sign-in): a live API key, read through the key
+ * cache as every request's is (so a revocation reaches it on every replica), or a conversation's
+ * session key; null when neither.
+ */
+export const kindOfKey = async (deps: ApiDeps, key: string): Promise<"api_key" | "session" | null> => {
+  if (await liveApiKey(deps, key)) return "api_key";
+  if (await conversationsRepository(deps.db).findBySessionKey(key)) return "session";
+  return null;
 };
 
 const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): Promise<Principal> => {

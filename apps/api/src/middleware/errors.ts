@@ -2,6 +2,7 @@ import {
   type DomainError,
   type ErrorBody,
   type ErrorCode,
+  httpStatusOf,
   isDomainError,
   type Logger,
   QuotaExceededError,
@@ -9,25 +10,6 @@ import {
 } from "@tern/core";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
-
-/** The one map from domain error codes to HTTP statuses. */
-const httpStatusOf: Record<ErrorCode, ContentfulStatusCode> = {
-  bad_request: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  conflict: 409,
-  gone: 410,
-  payload_too_large: 413,
-  validation_failed: 422,
-  repository_fault: 422,
-  rate_limited: 429,
-  quota_exceeded: 429,
-  internal: 500,
-  service_unavailable: 503,
-};
 
 /** The JSON error body (@tern/core's errorBodySchema, which documents it). */
 const errorBody = (code: ErrorCode, message: string, details?: unknown): ErrorBody => ({

@@ -1,18 +1,10 @@
 // The conversation page (served by the API, no build step, no CDN). Every text from the API is put
 // on the page with textContent, never parsed as HTML: an event holding <script> stays text.
 
+// TERN_ENUMS is written above this script by the server (page/routes.ts), from @tern/core's lists.
+
 (() => {
-  const STAGES = [
-    "WORKING",
-    "WAITING_FOR_SANDBOX",
-    "PREPARING_REPOSITORY",
-    "RUNNING_SETUP_SCRIPT",
-    "SETTING_UP_GIT_HOOKS",
-    "SETTING_UP_SKILLS",
-    "STARTING_CONVERSATION",
-    "READY",
-  ];
-  const FINAL = ["finished", "error", "stuck"];
+  const { STAGES, FINAL } = TERN_ENUMS;
   let id = location.pathname.split("/").filter(Boolean)[1] || "";
   let readOnly = false;
   let stream = null;

@@ -1,15 +1,16 @@
 import { readFileSync } from "node:fs";
-import { hashApiKey, UnauthorizedError } from "@tern/core";
-import { apiKeysRepository, conversationsRepository } from "@tern/db";
+import { startStages, terminalExecutionStatuses, UnauthorizedError } from "@tern/core";
 import { Hono } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import type { ApiDeps } from "../deps.ts";
+import { kindOfKey } from "../middleware/auth.ts";
 import { openPageSession, PAGE_COOKIE, sealPageSession } from "./session.ts";
 
 const asset = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8");
 const PAGE = asset("page.html");
-const SCRIPT = asset("page.js");
+/** The page's script, after the lists it needs from @tern/core (so the page never restates them). */
+const SCRIPT = `const TERN_ENUMS = ${JSON.stringify({ STAGES: startStages, FINAL: terminalExecutionStatuses })};\n${asset("page.js")}`;
 const STYLE = asset("page.css");
 
 // Nothing but our own script and style runs on the page: an event's text could never load or run code.
@@ -23,13 +24,6 @@ const SECURITY_HEADERS = {
 };
 
 const signInBody = z.object({ key: z.string().trim().min(1).max(512) });
-
-/** What a key is: an API key (full page) or a conversation's session key (its conversation, read-only). */
-const kindOfKey = async (deps: ApiDeps, key: string): Promise<"api_key" | "session" | null> => {
-  if (await apiKeysRepository(deps.db).findLiveByHash(hashApiKey(key))) return "api_key";
-  if (await conversationsRepository(deps.db).findBySessionKey(key)) return "session";
-  return null;
-};
 
 /**
  * The conversation page at `conversation_url` ({PUBLIC_URL}/conversations/{id}): one HTML page, its

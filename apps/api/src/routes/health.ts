@@ -1,6 +1,6 @@
 import { withTimeout } from "@tern/core";
+import { pingDatabase } from "@tern/services";
 import { Hono } from "hono";
-import { sql } from "kysely";
 import type { ApiDeps } from "../deps.ts";
 import { optionalPrincipal } from "../middleware/auth.ts";
 import type { KeyUsage } from "../middleware/key-usage.ts";
@@ -52,7 +52,7 @@ export const healthRoutes = (deps: ApiDeps, keyUsage: KeyUsage) =>
     .get("/ready", async (c) => {
       const checks: Record<string, string> = {};
       await Promise.all([
-        answered(sql`select 1`.execute(deps.db)).then(
+        answered(pingDatabase(deps)).then(
           () => {
             checks.postgres = "ok";
           },

@@ -1,6 +1,5 @@
 import { z } from "@hono/zod-openapi";
 import { parseIsoTimestamp } from "@tern/core";
-import { decodePageCursor, encodePageCursor } from "../page-cursor.ts";
 
 const MAX_BATCH_IDS = 100;
 const MAX_PAGE_SIZE = 100;
@@ -59,59 +58,11 @@ export const pageSchema = <T extends z.ZodType>(item: T, name: string) =>
     })
     .openapi(name);
 
-/** A listing's keyset position: the (created_at, id) of the last item it returned. */
-const createdPosition = z.object({ t: z.string().min(1), id: z.uuid() });
-
-/**
- * One page of a newest-first listing: decodes `page_id` (signed, bound to `scope`), asks `fetch`
- * for up to limit + 1 rows after that position, and signs the next position when there is more.
- */
-export const newestFirstPage = async <Row extends { createdAt: string; id: string }, Item>(opts: {
-  secret: string;
-  scope: string;
-  limit: number;
-  pageId: string | undefined;
-  fetch: (after: { createdAt: string; id: string } | null) => Promise<Row[]>;
-  toItem: (row: Row) => Item;
-}): Promise<{ items: Item[]; next_page_id: string | null }> => {
-  const after = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, createdPosition) : null;
-  const rows = await opts.fetch(after && { createdAt: after.t, id: after.id });
-  const page = rows.slice(0, opts.limit);
-  const last = page.at(-1);
-  const next =
-    rows.length > opts.limit && last
-      ? encodePageCursor(opts.secret, opts.scope, { t: last.createdAt, id: last.id })
-      : null;
-  return { items: page.map(opts.toItem), next_page_id: next };
-};
-
-/** A sorted listing's keyset position: the sort key (as text) and id of the last item it returned. */
-const sortedPosition = z.object({ k: z.string(), id: z.uuid() });
-
-/**
- * One page of a listing in any of its sort orders: as newestFirstPage, with the position being the
- * last item's sort key (`keyOf`) and id. `scope` must name the order and the filters, so a cursor
- * is only good for the listing it came from.
- */
-export const sortedPage = async <Row extends { id: string }, Item>(opts: {
-  secret: string;
-  scope: string;
-  limit: number;
-  pageId: string | undefined;
-  fetch: (after: { key: string; id: string } | null) => Promise<Row[]>;
-  keyOf: (row: Row) => string;
-  toItem: (row: Row) => Item;
-}): Promise<{ items: Item[]; next_page_id: string | null }> => {
-  const after = opts.pageId ? decodePageCursor(opts.secret, opts.scope, opts.pageId, sortedPosition) : null;
-  const rows = await opts.fetch(after && { key: after.k, id: after.id });
-  const page = rows.slice(0, opts.limit);
-  const last = page.at(-1);
-  const next =
-    rows.length > opts.limit && last
-      ? encodePageCursor(opts.secret, opts.scope, { k: opts.keyOf(last), id: last.id })
-      : null;
-  return { items: page.map(opts.toItem), next_page_id: next };
-};
+/** A sorted listing's request, from its query and the filter made of it (null: it matches nothing). */
+export const listingRequest = <Filter, Order>(
+  query: { sort_order: Order; limit: number; page_id?: string | undefined },
+  filter: Filter | null,
+) => ({ filter, order: query.sort_order, limit: query.limit, pageId: query.page_id });
 
 const timestampFilter = (description: string) =>
   z

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { failedExecutionStatuses } from "@tern/core";
 import type { Event, StartTask, TernClient } from "@tern/sdk";
 import { TernApiError } from "@tern/sdk";
 
@@ -20,7 +21,7 @@ export interface ClientCommandDeps {
   err: (line: string) => void;
 }
 
-const FAILED = new Set(["error", "stuck"]);
+const FAILED = new Set<string>(failedExecutionStatuses);
 
 const textOf = (content: unknown): string =>
   Array.isArray(content)

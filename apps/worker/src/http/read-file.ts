@@ -1,11 +1,11 @@
 import {
-  ConflictError,
   ForbiddenError,
-  GoneError,
   NotFoundError,
   PayloadTooLargeError,
   parseId,
+  readRefusalOf,
   type Sandbox,
+  sandboxReadError,
 } from "@tern/core";
 import { conversationsRepository, type Database, sandboxesRepository } from "@tern/db";
 import type { SandboxDriver } from "@tern/sandbox";
@@ -60,12 +60,12 @@ export const readableSandbox = async (
   const sandboxId = parseId(rawId);
   const sandbox = sandboxId ? await sandboxesRepository(deps.db).get(sandboxId) : null;
   if (!sandbox) throw new NotFoundError("No such sandbox");
-  if (sandbox.status === "MISSING" || sandbox.status === "ERROR") throw new GoneError("The sandbox was removed");
-  if (sandbox.status === "PAUSED") throw new ConflictError("The sandbox is paused; resume it first");
+  const refusal = readRefusalOf(sandbox.status);
+  if (refusal) throw sandboxReadError(refusal, sandbox.id);
   const conversation = sandbox.conversationId
     ? await conversationsRepository(deps.db).get(sandbox.conversationId)
     : null;
-  if (sandbox.status !== "RUNNING" || !conversation) throw new ConflictError("The sandbox is still starting");
+  if (!conversation) throw sandboxReadError("starting", sandbox.id);
   return { sandbox, dir: conversation.workspaceDir };
 };
 
@@ -73,10 +73,10 @@ export const readableSandbox = async (
  * An exec failed in the engine: a sandbox that vanished or froze under the read is the caller's
  * GoneError or ConflictError; anything else is ours (thrown as is).
  */
-export const whyExecFailed = async (deps: ReadFileDeps, ref: string, err: unknown): Promise<never> => {
-  const info = await deps.sandboxes.inspect(ref).catch(() => undefined);
-  if (info === null) throw new GoneError("The sandbox was removed");
-  if (info?.state === "paused") throw new ConflictError("The sandbox is paused; resume it first");
+export const whyExecFailed = async (deps: ReadFileDeps, sandbox: Sandbox, err: unknown): Promise<never> => {
+  const info = await deps.sandboxes.inspect(sandbox.ref ?? sandbox.name).catch(() => undefined);
+  if (info === null) throw sandboxReadError("gone", sandbox.id);
+  if (info?.state === "paused") throw sandboxReadError("paused", sandbox.id);
   throw err;
 };
 
@@ -90,7 +90,7 @@ export const readSandboxFile = async (deps: ReadFileDeps, sandboxId: string, pat
   const ref = sandbox.ref ?? sandbox.name;
   const resolved = await deps.sandboxes
     .exec(ref, { cmd: ["bash", "-c", RESOLVE_SCRIPT, "resolve", WORKSPACE_ROOT, dir, path], maxOutputBytes: 16_384 })
-    .catch((err) => whyExecFailed(deps, ref, err));
+    .catch((err) => whyExecFailed(deps, sandbox, err));
   if (resolved.exitCode !== 0) throw new Error(`resolving a path in the sandbox failed: ${resolved.stderr.trim()}`);
   const [root = "", real = ""] = resolved.stdout.split("\0");
   if (!root.startsWith("/") || !real.startsWith("/") || !isWithin(root, real)) {
@@ -101,7 +101,7 @@ export const readSandboxFile = async (deps: ReadFileDeps, sandboxId: string, pat
       cmd: ["bash", "-c", READ_SCRIPT, "read", real, String(MAX_FILE_BYTES)],
       maxOutputBytes: MAX_FILE_BYTES + 1,
     })
-    .catch((err) => whyExecFailed(deps, ref, err));
+    .catch((err) => whyExecFailed(deps, sandbox, err));
   switch (read.exitCode) {
     case 0:
       return read.stdout;

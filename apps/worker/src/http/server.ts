@@ -1,13 +1,22 @@
 import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import { type ErrorCode, isDomainError, type Logger, renderMetrics } from "@tern/core";
+import {
+  type ErrorCode,
+  httpStatusOf,
+  isDomainError,
+  type Logger,
+  renderMetrics,
+  ValidationError,
+  type WorkerRead,
+  workerApi,
+} from "@tern/core";
 import type { Database } from "@tern/db";
 import type { ContainmentState, SandboxDriver } from "@tern/sandbox";
 import { Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Redis } from "ioredis";
 import { type Kysely, sql } from "kysely";
+import type { z } from "zod";
 import { readSandboxFile } from "./read-file.ts";
 import { streamWorkspaceArchive, streamWorkspaceDiff, workspaceDiffFiles } from "./workspace-results.ts";
 
@@ -31,23 +40,20 @@ export interface InternalServerDeps {
   containment?: () => ContainmentState | null;
 }
 
-/**
- * The statuses of this internal surface. The API does not pass them on: it rebuilds the domain
- * error from the body's code, and its own map (apps/api/src/middleware/errors.ts) gives the client's.
- */
-const statusOf: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
-  bad_request: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  gone: 410,
-  payload_too_large: 413,
-  validation_failed: 422,
-  service_unavailable: 503,
-};
+const errorBody = (code: ErrorCode, message: string, details?: unknown) => ({
+  error: { code, message, ...(details === undefined ? {} : { details }) },
+  detail: message,
+});
 
-const errorBody = (code: ErrorCode, message: string) => ({ error: { code, message }, detail: message });
+/** A read's query, parsed by the contract's schema: a bad one is the caller's ValidationError (422). */
+const queryOf = <R extends WorkerRead>(read: R, query: Record<string, string>) => {
+  const parsed = workerApi[read].query.safeParse(query);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new ValidationError(problems.join("; "));
+  }
+  return parsed.data as z.infer<(typeof workerApi)[R]["query"]>;
+};
 
 const sameToken = (given: string, expected: string): boolean => {
   const a = Buffer.from(given);
@@ -92,28 +98,28 @@ const createInternalApp = (deps: InternalServerDeps, state: { stopping: boolean 
     await next();
   });
 
-  app.get("/internal/sandboxes/:sandboxId/file", async (c) => {
-    const path = c.req.query("path");
-    if (!path) return c.json(errorBody("validation_failed", "path: required"), 422);
+  app.get(workerApi.file.route, async (c) => {
+    const { path } = queryOf("file", c.req.query());
     const text = await readSandboxFile(deps, c.req.param("sandboxId"), path);
     return c.text(text, 200);
   });
 
-  app.get("/internal/sandboxes/:sandboxId/diff", async (c) => {
+  app.get(workerApi.diff.route, async (c) => {
     const sandboxId = c.req.param("sandboxId");
-    if (c.req.query("format") === "json") return c.json(await workspaceDiffFiles(deps, sandboxId), 200);
+    const { format } = queryOf("diff", c.req.query());
+    if (format === "json") return c.json(await workspaceDiffFiles(deps, sandboxId), 200);
     const body = await streamWorkspaceDiff(deps, sandboxId);
     return c.body(body, 200, { "content-type": "text/x-diff; charset=utf-8" });
   });
 
-  app.get("/internal/sandboxes/:sandboxId/workspace.tar.gz", async (c) => {
+  app.get(workerApi.archive.route, async (c) => {
     const body = await streamWorkspaceArchive(deps, c.req.param("sandboxId"));
     return c.body(body, 200, { "content-type": "application/gzip" });
   });
 
   app.notFound((c) => c.json(errorBody("not_found", "Not found"), 404));
   app.onError((err, c) => {
-    if (isDomainError(err)) return c.json(errorBody(err.code, err.message), statusOf[err.code] ?? 500);
+    if (isDomainError(err)) return c.json(errorBody(err.code, err.message, err.details), httpStatusOf[err.code]);
     deps.logger.error({ err, path: c.req.path }, "internal request failed");
     return c.json(errorBody("internal", "Internal error"), 500);
   });

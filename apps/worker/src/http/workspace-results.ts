@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import { createGzip } from "node:zlib";
-import { GoneError, PayloadTooLargeError } from "@tern/core";
+import { type FileDiff, GoneError, PayloadTooLargeError, type WorkspaceDiff } from "@tern/core";
 import type { SandboxDriver } from "@tern/sandbox";
 import { type ReadFileDeps, readableSandbox, whyExecFailed } from "./read-file.ts";
 
@@ -37,16 +37,6 @@ git -c core.quotepath=off diff --cached --no-color --no-ext-diff --find-renames 
 `;
 
 const diffCommand = (dir: string) => ["bash", "-c", DIFF_SCRIPT, "diff", dir];
-
-export interface FileDiff {
-  path: string;
-  old_path: string | null;
-  status: "added" | "deleted" | "modified" | "renamed";
-  binary: boolean;
-  additions: number;
-  deletions: number;
-  patch: string;
-}
 
 /** Splits a unified diff (git's) into one entry per file. */
 const parseGitDiff = (text: string): FileDiff[] => {
@@ -121,15 +111,12 @@ export const streamWorkspaceDiff = async (
 };
 
 /** The diff as one entry per file. */
-export const workspaceDiffFiles = async (
-  deps: WorkspaceResultDeps,
-  sandboxId: string,
-): Promise<{ base_commit: string | null; files: FileDiff[] }> => {
+export const workspaceDiffFiles = async (deps: WorkspaceResultDeps, sandboxId: string): Promise<WorkspaceDiff> => {
   const { sandbox, dir } = await readableSandbox(deps, sandboxId);
   const ref = sandbox.ref ?? sandbox.name;
   const r = await deps.sandboxes
     .exec(ref, { cmd: diffCommand(dir), maxOutputBytes: MAX_JSON_DIFF_BYTES })
-    .catch((err) => whyExecFailed(deps, ref, err));
+    .catch((err) => whyExecFailed(deps, sandbox, err));
   if (r.exitCode === NOT_A_REPOSITORY) return { base_commit: null, files: [] };
   if (r.exitCode !== 0) throw new Error(`git diff failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
   if (r.truncated) {
@@ -146,7 +133,7 @@ export const streamWorkspaceArchive = async (
 ): Promise<ReadableStream<Uint8Array>> => {
   const { sandbox, dir } = await readableSandbox(deps, sandboxId);
   const ref = sandbox.ref ?? sandbox.name;
-  const tar = await deps.sandboxes.archive(ref, dir).catch((err) => whyExecFailed(deps, ref, err));
+  const tar = await deps.sandboxes.archive(ref, dir).catch((err) => whyExecFailed(deps, sandbox, err));
   if (!tar) throw new GoneError("The workspace directory is gone from the sandbox");
   const gz = (tar as NodeJS.ReadableStream & { pipe: Readable["pipe"] }).pipe(createGzip());
   tar.on("error", (err: Error) => gz.destroy(err));

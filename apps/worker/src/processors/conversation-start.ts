@@ -7,12 +7,12 @@ import type { WorkerDeps } from "../deps.ts";
 import { acquireSandbox } from "../pipeline/acquire-sandbox.ts";
 import { LostOwnership, type StartContext } from "../pipeline/context.ts";
 import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
+import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { runSetupScript } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
-import { startConversation } from "../pipeline/start-conversation.ts";
 import type { JobProcessor } from "./types.ts";
 
 /**
@@ -82,7 +82,7 @@ export const conversationStartProcessor =
       const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
       const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace));
       const conversation = await stage("STARTING_CONVERSATION", () =>
-        startConversation(ctx, sandbox, workspace, skills, hooks),
+        openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
       const last = current as { stage: StartTaskStatus; started: number } | null;
       const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;

@@ -1,5 +1,5 @@
 import type { WorkerDeps } from "../deps.ts";
-import { pauseSandbox, removeConversationSandbox, removeSandbox, resumeSandbox } from "../sandbox/commands.ts";
+import { destroySandbox, freezeSandbox, removeConversationSandbox, thawSandbox } from "../sandbox/commands.ts";
 import type { JobProcessor } from "./types.ts";
 
 /**
@@ -16,17 +16,17 @@ export const sandboxRemoveProcessor =
   (deps: WorkerDeps): JobProcessor<"sandbox.remove"> =>
   async (job) =>
     "sandboxId" in job.data
-      ? removeSandbox(forJob(deps, job.id, job.data.sandboxId), job.data.sandboxId)
+      ? destroySandbox(forJob(deps, job.id, job.data.sandboxId), job.data.sandboxId)
       : removeConversationSandbox(forJob(deps, job.id), job.data.conversationId);
 
 /** `sandbox.pause`: freezes the sandbox; its conversation's run waits. */
 export const sandboxPauseProcessor =
   (deps: WorkerDeps): JobProcessor<"sandbox.pause"> =>
   async (job) =>
-    pauseSandbox(forJob(deps, job.id, job.data.sandboxId), job.data.sandboxId);
+    freezeSandbox(forJob(deps, job.id, job.data.sandboxId), job.data.sandboxId);
 
 /** `sandbox.resume`: thaws the sandbox; the run that waited continues. */
 export const sandboxResumeProcessor =
   (deps: WorkerDeps): JobProcessor<"sandbox.resume"> =>
   async (job) =>
-    resumeSandbox(forJob(deps, job.id, job.data.sandboxId), job.data.sandboxId);
+    thawSandbox(forJob(deps, job.id, job.data.sandboxId), job.data.sandboxId);

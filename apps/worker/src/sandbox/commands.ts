@@ -1,4 +1,4 @@
-import type { Logger, Sandbox } from "@tern/core";
+import { commandRefusalOf, type Logger, type Sandbox } from "@tern/core";
 import { agentRunsRepository, conversationsRepository, type Database, sandboxesRepository } from "@tern/db";
 import { promoteAgentRun, type Queues, type SandboxCommandResult } from "@tern/queue";
 import type { SandboxDriver } from "@tern/sandbox";
@@ -19,9 +19,6 @@ export interface SandboxCommandDeps {
 
 const refOf = (row: Sandbox) => row.ref ?? row.name;
 
-/** Removed (or its start failed): nothing to pause or resume any more. */
-const isGone = (row: Sandbox) => row.status === "MISSING" || row.status === "ERROR";
-
 /**
  * A driver call failed: when the sandbox has vanished underneath (removed behind our back), the
  * row says so and the command is refused as `gone`; any other failure is passing and is retried.
@@ -39,11 +36,11 @@ const unlessVanished = async (
 };
 
 /** Freezes the sandbox; the run of its conversation sees PAUSED and waits. */
-export const pauseSandbox = (deps: SandboxCommandDeps, sandboxId: string): Promise<SandboxCommandResult> =>
+export const freezeSandbox = (deps: SandboxCommandDeps, sandboxId: string): Promise<SandboxCommandResult> =>
   sandboxesRepository(deps.db).withLock(sandboxId, async (row, trx) => {
     if (!row) return { outcome: "missing" };
-    if (isGone(row)) return { outcome: "gone" };
-    if (row.status === "STARTING") return { outcome: "starting" };
+    const refusal = commandRefusalOf(row.status);
+    if (refusal) return { outcome: refusal };
     try {
       // Even when the row says PAUSED: a sandbox left running by a crash is frozen now.
       await deps.sandboxes.pause(refOf(row));
@@ -62,7 +59,7 @@ export const pauseSandbox = (deps: SandboxCommandDeps, sandboxId: string): Promi
  * Thaws the sandbox, then hurries the run that waited for it: the delayed job of the run holding
  * the conversation is promoted, so the same run continues now rather than at its next look.
  */
-export const resumeSandbox = async (
+export const thawSandbox = async (
   deps: SandboxCommandDeps & { queues: Queues; engineId?: string | null },
   sandboxId: string,
 ): Promise<SandboxCommandResult> => {
@@ -70,8 +67,8 @@ export const resumeSandbox = async (
     sandboxId,
     async (row, trx): Promise<SandboxCommandResult & { conversationId?: string | null }> => {
       if (!row) return { outcome: "missing" };
-      if (isGone(row)) return { outcome: "gone" };
-      if (row.status === "STARTING") return { outcome: "starting" };
+      const refusal = commandRefusalOf(row.status);
+      if (refusal) return { outcome: refusal };
       try {
         await deps.sandboxes.resume(refOf(row));
       } catch (err) {
@@ -100,7 +97,7 @@ export const resumeSandbox = async (
  * conversation's record and events stay. A run still working on the conversation finds the
  * sandbox MISSING at its next tool call and ends in `error`.
  */
-export const removeSandbox = (deps: SandboxCommandDeps, sandboxId: string): Promise<SandboxCommandResult> =>
+export const destroySandbox = (deps: SandboxCommandDeps, sandboxId: string): Promise<SandboxCommandResult> =>
   sandboxesRepository(deps.db).withLock(sandboxId, async (row, trx) => {
     if (!row) return { outcome: "missing" };
     await deps.sandboxes.destroy(refOf(row));
@@ -117,5 +114,5 @@ export const removeConversationSandbox = async (
 ): Promise<SandboxCommandResult> => {
   const conversation = await conversationsRepository(deps.db).get(conversationId);
   if (!conversation?.sandboxId) return { outcome: "missing" };
-  return removeSandbox(deps, conversation.sandboxId);
+  return destroySandbox(deps, conversation.sandboxId);
 };

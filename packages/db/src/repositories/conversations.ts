@@ -261,6 +261,25 @@ export const conversationsRepository = (db: Kysely<Database>) => {
     },
 
     /** The conversation a live (not revoked) session key belongs to, by the key's hash (unique index). */
+    /** Whether a conversation has this id, or a start task in flight or done asked for it. */
+    async idInUse(id: string): Promise<boolean> {
+      const taken = await db
+        .selectNoFrom((eb) => [
+          eb.exists(eb.selectFrom("conversations").select("id").where("id", "=", id)).as("conversation"),
+          eb
+            .exists(
+              eb
+                .selectFrom("start_tasks")
+                .select("id")
+                .where("status", "!=", "ERROR")
+                .where((w) => w(w.ref("request", "->>").key("conversation_id"), "=", id)),
+            )
+            .as("task"),
+        ])
+        .executeTakeFirstOrThrow();
+      return Boolean(taken.conversation || taken.task);
+    },
+
     async findBySessionKey(sessionApiKey: string): Promise<Conversation | null> {
       const row = await base()
         .where("conversations.session_api_key_hash", "=", hashApiKey(sessionApiKey))

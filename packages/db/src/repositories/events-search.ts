@@ -106,6 +106,30 @@ export const eventsSearchRepository = (db: Kysely<Database>) => {
       return rows.map((r) => parseStoredEvent({ ...r, conversationId }));
     },
 
+    /** The position of one event of the conversation, named by its id; null when it has none such. */
+    async positionOf(conversationId: string, eventId: string): Promise<EventPosition | null> {
+      const row = await db
+        .selectFrom("events")
+        .select(["timestamp", "seq"])
+        .where("conversation_id", "=", conversationId)
+        .where("id", "=", eventId)
+        .executeTakeFirst();
+      return row ? { timestamp: row.timestamp, seq: row.seq } : null;
+    },
+
+    /** The position of the conversation's latest event; null before its first. */
+    async latestPosition(conversationId: string): Promise<EventPosition | null> {
+      const row = await db
+        .selectFrom("events")
+        .select(["timestamp", "seq"])
+        .where("conversation_id", "=", conversationId)
+        .orderBy(sql`"timestamp"`, "desc")
+        .orderBy("seq", "desc")
+        .limit(1)
+        .executeTakeFirst();
+      return row ? { timestamp: row.timestamp, seq: row.seq } : null;
+    },
+
     /** How many events match; an index-only range of the same index as the search. */
     async count(filter: EventFilter): Promise<number> {
       const { n } = await filtered(filter)

@@ -1,9 +1,17 @@
-import { type ConfirmationPolicy, ConflictError, type Conversation, NotFoundError, UnavailableError } from "@tern/core";
-import { confirmationsRepository, sandboxesRepository } from "@tern/db";
+import {
+  type ConfirmationPolicy,
+  ConflictError,
+  type Conversation,
+  isSandboxRunnable,
+  NotFoundError,
+  UnavailableError,
+} from "@tern/core";
+import { confirmationsRepository } from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
 import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
+import { engineOf } from "./sandbox-of.ts";
 
 /**
  * Confirmation mode (issue 20): the user's answer to tool calls that wait, and a conversation's own
@@ -24,9 +32,6 @@ export interface ConfirmationResponse {
   reason?: string | undefined;
 }
 
-const engineOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<string | null> =>
-  c.sandboxId ? ((await sandboxesRepository(deps.db).get(c.sandboxId))?.engineId ?? null) : null;
-
 const notWaiting = () =>
   new ConflictError("No tool calls wait for confirmation in this conversation (never asked, or already answered)");
 
@@ -44,8 +49,8 @@ export const respondToConfirmation = async (
 ): Promise<{ actions: number }> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   // Accepted calls could not run: say so now, and leave them waiting (a reject still goes through).
-  const sandboxGone = conversation.sandboxStatus === "MISSING" || conversation.sandboxStatus === "ERROR";
-  if (response.accept && sandboxGone && conversation.executionStatus === "waiting_for_confirmation") {
+  const waiting = conversation.executionStatus === "waiting_for_confirmation";
+  if (response.accept && waiting && !isSandboxRunnable(conversation.sandboxStatus)) {
     throw new ConflictError("The conversation's sandbox was removed: the calls cannot run; reject them instead");
   }
   // Refused before anything is written while the queue is down: the calls keep waiting.

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { conversationsRepository } from "@tern/db";
+import { countConversations } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses } from "../records.ts";
 import type { Router } from "../router.ts";
@@ -20,6 +20,5 @@ const route = createRoute({
 export const registerCountConversations = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const filter = toConversationFilter(c.req.valid("query"));
-    if (!filter) return c.json(0, 200);
-    return c.json(await conversationsRepository(deps.db).countForUser(c.get("principal").userId, filter), 200);
+    return c.json(await countConversations(deps, c.get("principal"), filter), 200);
   });

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { toHexId } from "@tern/core";
+import { diffFormats, toHexId, workspaceDiffSchema } from "@tern/core";
 import { workspaceArchive, workspaceDiff } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { conversationIdParam } from "../follow-ups/conversation.ts";
@@ -12,18 +12,6 @@ const sandboxErrors = {
   503: errorResponse("No worker is reachable to read the sandbox"),
 } as const;
 
-const fileDiffSchema = z
-  .object({
-    path: z.string(),
-    old_path: z.string().nullable(),
-    status: z.enum(["added", "deleted", "modified", "renamed"]),
-    binary: z.boolean(),
-    additions: z.number().int(),
-    deletions: z.number().int(),
-    patch: z.string().openapi({ description: "This file's part of the unified diff" }),
-  })
-  .openapi("FileDiff");
-
 const diffRoute = createRoute({
   method: "get",
   path: "/api/v1/app-conversations/{conversation_id}/diff",
@@ -35,7 +23,7 @@ const diffRoute = createRoute({
     "streams the unified diff; `format=json` gives one entry per file (at most 16 MiB of diff, else 413).",
   request: {
     params: conversationIdParam,
-    query: z.object({ format: z.enum(["text", "json"]).default("text") }),
+    query: z.object({ format: z.enum(diffFormats).default("text") }),
   },
   responses: {
     200: {
@@ -43,12 +31,7 @@ const diffRoute = createRoute({
       content: {
         "text/x-diff": { schema: z.string() },
         "application/json": {
-          schema: z
-            .object({
-              base_commit: z.string().nullable().openapi({ description: "null: compared with the empty tree" }),
-              files: z.array(fileDiffSchema),
-            })
-            .openapi("WorkspaceDiff"),
+          schema: workspaceDiffSchema,
         },
       },
     },

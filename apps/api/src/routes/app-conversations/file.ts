@@ -41,11 +41,9 @@ const route = createRoute({
 
 export const registerReadFile = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const text = await readWorkspaceFile(
-      deps,
-      c.get("principal"),
-      c.req.valid("param").conversation_id,
-      c.req.valid("query").file_path,
+    const { conversation_id } = c.req.valid("param");
+    return c.json(
+      await readWorkspaceFile(deps, c.get("principal"), conversation_id, c.req.valid("query").file_path),
+      200,
     );
-    return c.json(text, 200);
   });

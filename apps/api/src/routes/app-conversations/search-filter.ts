@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { parseId } from "@tern/core";
-import { type ConversationFilter, conversationSortOrders } from "@tern/db";
+import { type ConversationFilter, conversationSortOrders } from "@tern/services";
 import { timeWindowQuery } from "../queries.ts";
 
 /** The filters GET /search and GET /count share (OpenHands' names). */
@@ -42,6 +42,3 @@ export const toConversationFilter = (q: FilterQuery): ConversationFilter | null 
     includeSubConversations: q.include_sub_conversations,
   };
 };
-
-/** What a page cursor is bound to: the listing, its order and every filter. */
-export const filterScope = (parts: unknown[]): string => JSON.stringify(parts);

@@ -1,11 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { parseId, startTaskRecordSchema } from "@tern/core";
-import { type StartTaskFilter, startTaskSortKey, startTaskSortOrders, startTasksRepository } from "@tern/db";
+import { countStartTasks, type StartTaskFilter, searchStartTasks, startTaskSortOrders } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { pageQuery, pageSchema, sortedPage, timeWindowQuery } from "../queries.ts";
+import { listingRequest, pageQuery, pageSchema, timeWindowQuery } from "../queries.ts";
 import { errorResponses, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
-import { filterScope } from "./search-filter.ts";
 
 /** The filters the start-task search and count share. */
 const startTaskFilterQuery = {
@@ -69,25 +68,10 @@ const countRoute = createRoute({
 export const registerSearchStartTasks = (router: Router, deps: ApiDeps) => {
   router.openapi(searchRoute, async (c) => {
     const query = c.req.valid("query");
-    const { limit, page_id, sort_order } = query;
-    const userId = c.get("principal").userId;
-    const filter = toStartTaskFilter(query);
-    if (!filter) return c.json({ items: [], next_page_id: null }, 200);
-    const page = await sortedPage({
-      secret: deps.config.cursorSecret,
-      scope: filterScope(["start-tasks", userId, sort_order, filter]),
-      limit,
-      pageId: page_id,
-      fetch: (after) =>
-        startTasksRepository(deps.db).searchForUser(userId, { limit, filter, order: sort_order, after }),
-      keyOf: (task) => startTaskSortKey(task, sort_order),
-      toItem: toStartTaskRecord,
-    });
-    return c.json(page, 200);
+    const page = await searchStartTasks(deps, c.get("principal"), listingRequest(query, toStartTaskFilter(query)));
+    return c.json({ items: page.items.map(toStartTaskRecord), next_page_id: page.next_page_id }, 200);
   });
   router.openapi(countRoute, async (c) => {
-    const filter = toStartTaskFilter(c.req.valid("query"));
-    if (!filter) return c.json(0, 200);
-    return c.json(await startTasksRepository(deps.db).countForUser(c.get("principal").userId, filter), 200);
+    return c.json(await countStartTasks(deps, c.get("principal"), toStartTaskFilter(c.req.valid("query"))), 200);
   });
 };

@@ -6,8 +6,7 @@ import {
   startTaskRecordSchema,
   startTaskStatuses,
 } from "@tern/core";
-import { startTasksRepository } from "@tern/db";
-import { startConversation } from "@tern/services";
+import { startConversation, startTaskNow } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponse, errorResponses, notFoundResponse, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
@@ -65,7 +64,7 @@ export const registerStreamStart = (router: Router, deps: ApiDeps) =>
         try {
           while (!cancelled && !isTerminalStartTaskStatus(last.status)) {
             await new Promise((r) => setTimeout(r, POLL_MS));
-            const now = await startTasksRepository(deps.db).get(task.id);
+            const now = await startTaskNow(deps, task.id);
             if (!now) break;
             for (const snapshot of snapshotsSince(last, now)) write(snapshot);
             last = now;

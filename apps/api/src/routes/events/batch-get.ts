@@ -1,7 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
-import { eventSchema, eventToJson, parseId } from "@tern/core";
-import { eventsSearchRepository } from "@tern/db";
-import { ownedConversation } from "@tern/services";
+import { eventSchema, eventToJson } from "@tern/core";
+import { eventsByIds } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { batchSchema, idQuery } from "../queries.ts";
 import { errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
@@ -26,27 +25,12 @@ const route = createRoute({
   },
 });
 
-// Event ids are uuids; one written as 32 hex is read as the same uuid.
-const eventIdOf = (raw: string): string | null => parseId(raw);
-
 export const registerBatchGetEvents = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const { id: conversationId } = await ownedConversation(
-      deps,
-      c.get("principal"),
-      c.req.valid("param").conversation_id,
-    );
-    const wanted = c.req.valid("query").id.map(eventIdOf);
-    const found = await eventsSearchRepository(deps.db).getByIds(
-      conversationId,
-      wanted.filter((id): id is string => id !== null),
-    );
-    const byId = new Map(found.map((e) => [e.id, e]));
+    const { conversation_id } = c.req.valid("param");
+    const events = await eventsByIds(deps, c.get("principal"), conversation_id, c.req.valid("query").id);
     return c.json(
-      wanted.map((id) => {
-        const event = id === null ? undefined : byId.get(id);
-        return event ? eventToJson(event) : null;
-      }),
+      events.map((event) => (event ? eventToJson(event) : null)),
       200,
     );
   });

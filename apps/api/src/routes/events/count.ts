@@ -1,10 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { eventsSearchRepository } from "@tern/db";
-import { ownedConversation } from "@tern/services";
+import { countEvents } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
 import type { Router } from "../router.ts";
-import { conversationParam, eventFilterQuery, toEventFilter } from "./filter.ts";
+import { conversationParam, eventFilterQuery, toEventQuery } from "./filter.ts";
 
 const route = createRoute({
   method: "get",
@@ -22,11 +21,6 @@ const route = createRoute({
 
 export const registerCountEvents = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const { id: conversationId } = await ownedConversation(
-      deps,
-      c.get("principal"),
-      c.req.valid("param").conversation_id,
-    );
-    const count = await eventsSearchRepository(deps.db).count(toEventFilter(conversationId, c.req.valid("query")));
-    return c.json(count, 200);
+    const query = toEventQuery(c.req.valid("query"));
+    return c.json(await countEvents(deps, c.get("principal"), c.req.valid("param").conversation_id, query), 200);
   });

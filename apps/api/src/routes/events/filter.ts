@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { eventKinds, parseIsoTimestamp } from "@tern/core";
-import type { EventFilter } from "@tern/db";
+import type { EventFilter, EventQuery } from "@tern/services";
 
 const timestampParam = (description: string) =>
   z
@@ -20,11 +20,11 @@ export const conversationParam = z.object({
   conversation_id: z.string().openapi({ description: "The conversation (app_conversation_id), 32 hex or uuid" }),
 });
 
-export const toEventFilter = (
-  conversationId: string,
-  q: { kind__eq?: EventFilter["kind"]; timestamp__gte?: string; timestamp__lt?: string },
-): EventFilter => ({
-  conversationId,
+export const toEventQuery = (q: {
+  kind__eq?: EventFilter["kind"];
+  timestamp__gte?: string;
+  timestamp__lt?: string;
+}): EventQuery => ({
   ...(q.kind__eq !== undefined ? { kind: q.kind__eq } : {}),
   ...(q.timestamp__gte !== undefined ? { timestampGte: parseIsoTimestamp(q.timestamp__gte)?.text } : {}),
   ...(q.timestamp__lt !== undefined ? { timestampLt: parseIsoTimestamp(q.timestamp__lt)?.text } : {}),

@@ -1,13 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { eventSchema, eventToJson } from "@tern/core";
-import { type EventFilter, type EventOrder, eventsSearchRepository } from "@tern/db";
-import { conversationIdFor, ownedConversation } from "@tern/services";
+import { searchEvents } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
 import { pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
 import type { Router } from "../router.ts";
-import { conversationParam, eventFilterQuery, toEventFilter } from "./filter.ts";
+import { conversationParam, eventFilterQuery, toEventQuery } from "./filter.ts";
 
 const route = createRoute({
   method: "get",
@@ -35,43 +33,14 @@ const route = createRoute({
   },
 });
 
-const position = z.object({ t: z.string().min(1), s: z.number().int().nonnegative() });
-
-// The cursor is bound to everything that defines the result set, so it cannot be replayed elsewhere.
-const cursorScope = (f: EventFilter, order: EventOrder) =>
-  ["events", f.conversationId, f.kind ?? "", f.timestampGte ?? "", f.timestampLt ?? "", order].join("|");
-
 export const registerSearchEvents = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const query = c.req.valid("query");
-    const caller = c.get("principal");
-    const rawId = c.req.valid("param").conversation_id;
-    // One round trip: the page's own statement checks the owner (the search is the hot read).
-    const conversationId = conversationIdFor(caller, rawId);
-    const notOwned = () => ownedConversation(deps, caller, rawId);
-    const filter = toEventFilter(conversationId, query);
-    const order: EventOrder = query.sort_order === "TIMESTAMP_DESC" ? "desc" : "asc";
-    const scope = cursorScope(filter, order);
-    let after: z.infer<typeof position> | null = null;
-    try {
-      after = query.page_id ? decodePageCursor(deps.config.cursorSecret, scope, query.page_id, position) : null;
-    } catch (err) {
-      // Another user's conversation is 404 whatever its cursor.
-      await notOwned();
-      throw err;
-    }
-    const page = await eventsSearchRepository(deps.db).page({
-      filter: { ...filter, ownerId: caller.userId },
-      order,
-      after: after && { timestamp: after.t, seq: after.s },
+    const page = await searchEvents(deps, c.get("principal"), c.req.valid("param").conversation_id, {
+      query: toEventQuery(query),
+      order: query.sort_order === "TIMESTAMP_DESC" ? "desc" : "asc",
       limit: query.limit,
+      pageId: query.page_id,
     });
-    // Nothing found may mean "not yours": 404 then, as for any other read.
-    if (page.events.length === 0) await notOwned();
-    const last = page.events.at(-1);
-    const next =
-      page.hasMore && last
-        ? encodePageCursor(deps.config.cursorSecret, scope, { t: last.timestamp, s: last.seq })
-        : null;
-    return c.json({ items: page.events.map(eventToJson), next_page_id: next }, 200);
+    return c.json({ items: page.items.map(eventToJson), next_page_id: page.next_page_id }, 200);
   });

@@ -1,8 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { sandboxSpecRecordSchema } from "@tern/core";
-import { listSandboxSpecs, offeredImages } from "@tern/services";
+import { decodePageCursor, encodePageCursor, listSandboxSpecs, offeredImages } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
 import { pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, toSandboxSpecRecord } from "../records.ts";
 import type { Router } from "../router.ts";

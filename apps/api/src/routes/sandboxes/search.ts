@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { sandboxRecordSchema } from "@tern/core";
-import { sandboxesRepository } from "@tern/db";
+import { searchSandboxes } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { newestFirstPage, pageQuery, pageSchema } from "../queries.ts";
+import { pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, toSandboxRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
@@ -25,14 +25,7 @@ const route = createRoute({
 export const registerSearchSandboxes = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const { limit, page_id } = c.req.valid("query");
-    const userId = c.get("principal").userId;
-    const page = await newestFirstPage({
-      secret: deps.config.cursorSecret,
-      scope: `sandboxes:${userId}`,
-      limit,
-      pageId: page_id,
-      fetch: (after) => sandboxesRepository(deps.db).searchForUser(userId, { limit, after }),
-      toItem: (s) => toSandboxRecord(s, deps.secretBox),
-    });
-    return c.json(page, 200);
+    const page = await searchSandboxes(deps, c.get("principal"), { limit, pageId: page_id });
+    const items = page.items.map((s) => toSandboxRecord(s, deps.secretBox));
+    return c.json({ items, next_page_id: page.next_page_id }, 200);
   });

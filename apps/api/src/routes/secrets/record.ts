@@ -1,5 +1,5 @@
 import type { SecretRecord } from "@tern/core";
-import type { StoredUserSecret } from "@tern/db";
+import type { StoredUserSecret } from "@tern/services";
 
 /** A secret as a client reads it: never its value. */
 export const toSecretRecord = (s: StoredUserSecret): SecretRecord => ({

@@ -1,5 +1,5 @@
 import { mcpConfigSchema, type SettingsRecord } from "@tern/core";
-import type { StoredUserSettings } from "@tern/db";
+import type { StoredUserSettings } from "@tern/services";
 
 /** The settings as a client reads them: the key only as whether one is set. */
 export const toSettingsRecord = (s: StoredUserSettings): SettingsRecord => ({

@@ -1,7 +1,6 @@
 import { BadRequestError } from "@tern/core";
-import type { EventPosition } from "@tern/db";
+import { decodePageCursor, type EventPosition, encodePageCursor } from "@tern/services";
 import { z } from "zod";
-import { decodePageCursor, encodePageCursor } from "../../page-cursor.ts";
 
 /**
  * A stream's event ids: the event's keyset position, signed like the search's page_id but bound

@@ -1,13 +1,12 @@
 import type { StoredEvent } from "@tern/core";
 import {
   type ChangeFeed,
-  type Database,
   type EventFilter,
   type EventPage,
   type EventPosition,
-  eventsSearchRepository,
-} from "@tern/db";
-import type { Kysely } from "kysely";
+  type EventReadDeps,
+  eventsAfter,
+} from "@tern/services";
 
 /** Events read per catch-up query. */
 const PAGE_SIZE = 100;
@@ -30,18 +29,17 @@ export interface StreamHub {
   readonly openStreams: number;
 }
 
-export const createStreamHub = (db: Kysely<Database>, feed: ChangeFeed): StreamHub => {
+export const createStreamHub = (db: EventReadDeps["db"], feed: ChangeFeed): StreamHub => {
   const inFlight = new Map<string, Promise<EventPage>>();
   const open = new Set<() => void>();
   let closing = false;
-  const search = eventsSearchRepository(db);
   return {
     feed,
     readAfter(filter, after) {
       const key = JSON.stringify([filter, after]);
       let read = inFlight.get(key);
       if (!read) {
-        read = search.page({ filter, order: "asc", after, limit: PAGE_SIZE }).finally(() => inFlight.delete(key));
+        read = eventsAfter(db, filter, after, PAGE_SIZE).finally(() => inFlight.delete(key));
         inFlight.set(key, read);
       }
       return read;

@@ -1,9 +1,13 @@
 import { upgradeWebSocket } from "@hono/node-server";
 import { BadRequestError, eventToJson, parseId, UnavailableError } from "@tern/core";
-import type { EventPosition } from "@tern/db";
-import { ownedConversation, sendMessage } from "@tern/services";
+import {
+  type EventPosition,
+  eventPositionOf,
+  latestEventPosition,
+  ownedConversation,
+  sendMessage,
+} from "@tern/services";
 import type { Hono } from "hono";
-import { sql } from "kysely";
 import { z } from "zod";
 import type { ApiDeps } from "../../deps.ts";
 import type { AuthEnv } from "../../middleware/auth.ts";
@@ -19,27 +23,9 @@ const incomingMessage = z.object({
 
 /** The position of an event of the conversation named by its id (what a socket client saw last). */
 const positionOfEvent = async (deps: ApiDeps, conversationId: string, eventId: string): Promise<EventPosition> => {
-  const row = await deps.db
-    .selectFrom("events")
-    .select(["timestamp", "seq"])
-    .where("conversation_id", "=", conversationId)
-    .where("id", "=", eventId)
-    .executeTakeFirst();
-  if (!row) throw new BadRequestError("after: no event of this conversation has that id");
-  return { timestamp: row.timestamp, seq: row.seq };
-};
-
-/** The latest event's position (a socket without resend_all starts after it, as OpenHands' does). */
-const latestPosition = async (deps: ApiDeps, conversationId: string): Promise<EventPosition | null> => {
-  const row = await deps.db
-    .selectFrom("events")
-    .select(["timestamp", "seq"])
-    .where("conversation_id", "=", conversationId)
-    .orderBy(sql`"timestamp"`, "desc")
-    .orderBy("seq", "desc")
-    .limit(1)
-    .executeTakeFirst();
-  return row ? { timestamp: row.timestamp, seq: row.seq } : null;
+  const position = await eventPositionOf(deps, conversationId, eventId);
+  if (!position) throw new BadRequestError("after: no event of this conversation has that id");
+  return position;
 };
 
 /**
@@ -110,7 +96,7 @@ export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps) =>
             { slowClientMs: deps.config.STREAM_SLOW_CLIENT_MS },
           );
           pump = created;
-          if (!after && !resendAll) created.seek(await latestPosition(deps, conversation.id));
+          if (!after && !resendAll) created.seek(await latestEventPosition(deps, conversation.id));
           created.pull();
           // The socket has no drain event here: while the buffer is full, look again shortly (no database read).
           timers.push(setInterval(() => hasRoom() && created.pull(), 50));

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { eventToJson, UnavailableError } from "@tern/core";
 import { ownedConversation } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { conversationParam, eventFilterQuery, toEventFilter } from "../events/filter.ts";
+import { conversationParam, eventFilterQuery, toEventQuery } from "../events/filter.ts";
 import { errorResponse, errorResponses, notFoundResponse, sessionReadableSecurity } from "../records.ts";
 import type { Router } from "../router.ts";
 import { decodeEventCursor, encodeEventCursor } from "./event-cursor.ts";
@@ -60,7 +60,7 @@ export const registerEventStream = (router: Router, deps: ApiDeps) =>
         : query.after
           ? decodeEventCursor(secret, conversation.id, query.after, "after")
           : null;
-    const filter = toEventFilter(conversation.id, query);
+    const filter = { ...toEventQuery(query), conversationId: conversation.id };
     let pump: ReturnType<typeof createEventPump> | undefined;
     const channel = openSseChannel(deps.config, hub, {
       onPull: () => pump?.pull(),

@@ -7,8 +7,7 @@ import {
   startTaskStatuses,
   UnavailableError,
 } from "@tern/core";
-import { startTasksRepository } from "@tern/db";
-import { ownedStartTasks } from "@tern/services";
+import { ownedStartTasks, startTaskNow } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
@@ -59,7 +58,7 @@ export const registerStartTaskStream = (router: Router, deps: ApiDeps) =>
     const follow = (status: string | null) => {
       chain = chain
         .then(async () => {
-          const task = await startTasksRepository(deps.db).get(taskId);
+          const task = await startTaskNow(deps, taskId);
           if (!task) return channel.close();
           if (status !== null) emit(task, status);
           emit(task, task.status);

@@ -1,5 +1,5 @@
 import { toHexId, type User, type UserRecord } from "@tern/core";
-import type { StoredUserSettings } from "@tern/db";
+import type { StoredUserSettings } from "@tern/services";
 import { toSettingsRecord } from "../settings/record.ts";
 
 /** OpenHands' UserInfo: the user with their settings (never the key, only llm_api_key_set). */

@@ -1,9 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { webhookDeliverySchema } from "@tern/core";
-import { webhooksRepository } from "@tern/db";
-import { getOwnWebhook } from "@tern/services";
+import { listWebhookDeliveries } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
-import { newestFirstPage, pageQuery, pageSchema } from "../queries.ts";
+import { pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
 import { toWebhookDeliveryRecord } from "./records.ts";
@@ -30,14 +29,9 @@ const route = createRoute({
 export const registerListWebhookDeliveries = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const { limit, page_id } = c.req.valid("query");
-    const webhook = await getOwnWebhook(deps, c.get("principal").userId, c.req.valid("param").id);
-    const page = await newestFirstPage({
-      secret: deps.config.cursorSecret,
-      scope: `webhook-deliveries:${webhook.id}`,
+    const page = await listWebhookDeliveries(deps, c.get("principal").userId, c.req.valid("param").id, {
       limit,
       pageId: page_id,
-      fetch: (after) => webhooksRepository(deps.db).listDeliveries(webhook.id, { limit, after }),
-      toItem: toWebhookDeliveryRecord,
     });
-    return c.json(page, 200);
+    return c.json({ items: page.items.map(toWebhookDeliveryRecord), next_page_id: page.next_page_id }, 200);
   });

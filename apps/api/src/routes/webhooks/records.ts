@@ -1,5 +1,5 @@
 import { toHexId, type WebhookDeliveryRecord, type WebhookRecord } from "@tern/core";
-import type { Webhook, WebhookDelivery, WebhookDeliveryAttempt } from "@tern/db";
+import type { Webhook, WebhookDelivery, WebhookDeliveryAttempt } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 
 export const toWebhookRecord = (w: Webhook): WebhookRecord => ({

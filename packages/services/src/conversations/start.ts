@@ -1,12 +1,45 @@
-import { maskSecrets, type StartRequest, type StartTask } from "@tern/core";
-import { startTasksRepository, WAITING_FOR_WORKER } from "@tern/db";
+import { ConflictError, maskSecrets, type StartRequest, type StartTask } from "@tern/core";
+import { conversationsRepository, startTasksRepository, WAITING_FOR_WORKER } from "@tern/db";
 import { enqueue } from "@tern/queue";
-import { resolveStartRequest } from "./app-conversations.ts";
-import type { ServiceDeps } from "./deps.ts";
-import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
-import { assertMessageSize, assertStartAllowed } from "./quotas.ts";
-import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "./secrets.ts";
-import { assertModelAllowed } from "./settings.ts";
+import type { ServiceDeps } from "../deps.ts";
+import { ownedConversation } from "../ownership.ts";
+import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
+import { assertMessageSize, assertStartAllowed } from "../quotas.ts";
+import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "../secrets.ts";
+import { assertModelAllowed } from "../settings.ts";
+
+/**
+ * What the start request means before the task is written: a parent of the caller's (404
+ * otherwise) lends its repository, branch, provider and model where the request gives none, and a
+ * `conversation_id` must be free (409). Returns the request as it is kept on the task.
+ */
+export const resolveStartRequest = async (
+  deps: Pick<ServiceDeps, "db">,
+  userId: string,
+  request: StartRequest,
+): Promise<StartRequest> => {
+  let resolved = request;
+  if (request.parent_conversation_id) {
+    const parent = await ownedConversation(deps, { userId }, request.parent_conversation_id);
+    resolved = {
+      ...resolved,
+      ...(resolved.selected_repository == null && parent.selectedRepository
+        ? {
+            selected_repository: parent.selectedRepository,
+            selected_branch: resolved.selected_branch ?? parent.selectedBranch,
+            git_provider: resolved.git_provider ?? parent.gitProvider,
+          }
+        : {}),
+      llm_model: resolved.llm_model ?? parent.llmModel,
+    };
+  }
+  if (request.conversation_id) {
+    if (await conversationsRepository(deps.db).idInUse(request.conversation_id)) {
+      throw new ConflictError("conversation_id: a conversation with this id exists");
+    }
+  }
+  return resolved;
+};
 
 /**
  * Starts a conversation for `userId`: a WORKING start task and its `conversation.start` job, which
