@@ -1,7 +1,8 @@
-import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import {
+  appEntry,
   createRedisPrefix,
   createTestDatabase,
   deleteRedisPrefix,
@@ -26,10 +27,12 @@ let database: TestDatabase;
 const prefix = createRedisPrefix();
 const children: ChildProcess[] = [];
 
+// The run's global setup compiled everything (scripts/build.mjs): building again here would empty
+// dist/ under the processes other files run from it.
 beforeAll(async () => {
+  expect(process.env.TERN_TEST_DIST, "global-setup.ts built dist/").toBe("1");
   database = await createTestDatabase();
-  execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "pipe" });
-}, scaled(180_000));
+});
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
@@ -37,7 +40,7 @@ afterAll(async () => {
   await deleteRedisPrefix(prefix);
 });
 
-const compiled = (app: string) => ["--conditions=tern-dist", `apps/${app}/dist/main.js`];
+const compiled = (app: "api" | "worker") => appEntry(app, true);
 
 describe("compiled runtime", () => {
   it("start.sh runs no TypeScript loader", () => {
@@ -109,8 +112,8 @@ describe("a schema behind the release", () => {
       );
       const name = last.rows[0]!.name;
       await sql`delete from kysely_migration where name = ${name}`.execute(behind.db);
-      for (const app of ["api", "worker"]) {
-        const res = spawnSync(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+      for (const app of ["api", "worker"] as const) {
+        const res = spawnSync(process.execPath, appEntry(app), {
           cwd: repoRoot,
           env: {
             ...process.env,

@@ -1,12 +1,4 @@
-import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
-import {
-  removeSandboxesOfNamespace,
-  startLlmServer,
-  startService,
-  testRedisUrl,
-  testSandboxDriver,
-  waitFor,
-} from "@tern/testing";
+import { type ApiClient, type ScriptedLlmServer, type ServiceProcess, testSandboxDriver, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
@@ -17,55 +9,29 @@ import { startTestApi, type TestApi } from "./harness.ts";
 let api: TestApi;
 let llm: ScriptedLlmServer;
 let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let otherKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
-  llm = await startLlmServer();
+  api = await startTestApi({ llm: true });
+  llm = api.stack.llm;
   ({ key } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
+  client = api.client(key);
 });
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
+afterAll(async () => api?.close());
 
 /** A worker process on the test's database and Redis prefix, speaking to the scripted LLM as `provider`. */
 const startWorker = async (provider: "openai" | "anthropic" | "none") => {
   await worker?.stop();
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_POOL_SIZE: "0",
-    ...llm.workerEnv(provider),
-  });
+  worker = await api.stack.startWorker(llm.workerEnv(provider));
 };
 
 /** Starts a conversation through the API and follows its task until READY; returns the conversation id. */
-const startConversation = async (text: string, run: boolean): Promise<string> => {
-  const task = await json<{ id: string }>(
-    await api.call("/api/v1/app-conversations", {
-      method: "POST",
-      key,
-      json: { initial_message: { role: "user", content: [{ type: "text", text }], run } },
-    }),
-  );
-  return waitFor(
-    async () => {
-      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && (t.app_conversation_id ?? "");
-    },
-    { what: `start task ${task.id} to be READY`, timeoutMs: 60_000 },
-  );
-};
+const startConversation = async (text: string, run: boolean): Promise<string> =>
+  (await client.start({ initial_message: { role: "user", content: [{ type: "text", text }], run } }, 60_000)).id;
 
 interface ConversationRecord {
   id: string;
@@ -84,59 +50,14 @@ interface EventItem {
   [k: string]: unknown;
 }
 
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
-
-const conversation = async (id: string): Promise<ConversationRecord> => {
-  const [c] = await json<(ConversationRecord | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
-
-const waitForStatus = async (id: string, statuses: string[]) => {
-  let last = "";
-  await waitFor(
-    async () => {
-      last = (await conversation(id)).execution_status;
-      return statuses.includes(last);
-    },
-    {
-      what: `execution_status ${statuses.join(" or ")}`,
-      timeoutMs: 30_000,
-      detail: () => `it stayed ${last}\n${worker.output().slice(-3000)}`,
-    },
-  );
-  return conversation(id);
-};
-
+const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
+const conversation = (id: string) => client.conversation<ConversationRecord>(id);
+const waitForStatus = (id: string, statuses: string[]) =>
+  client.waitForExecution<ConversationRecord>(id, statuses, 30_000);
 /** Waits until the scripted replies are used up and the run that used them has ended. */
-const settle = async (id: string) => {
-  await waitFor(
-    async () => {
-      if (llm.remaining() > 0) return false;
-      const last = (await allEvents(id)).at(-1);
-      return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
-    },
-    { what: "the run to settle", timeoutMs: 30_000, detail: () => worker.output().slice(-3000) },
-  );
-  return conversation(id);
-};
-
-const allEvents = async (id: string): Promise<EventItem[]> => {
-  const items: EventItem[] = [];
-  let page: string | null = null;
-  do {
-    const res: { items: EventItem[]; next_page_id: string | null } = await json(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=7${page ? `&page_id=${page}` : ""}`, { key }),
-    );
-    items.push(...res.items);
-    page = res.next_page_id;
-  } while (page);
-  return items;
-};
+const settle = (id: string) => client.settle<ConversationRecord>(id, llm.remaining, 30_000);
+/** Seven at a time: the pages are followed. */
+const allEvents = (id: string) => client.events<EventItem>(id, 7);
 
 const say = (id: string, text: string, run: boolean, as = key) =>
   api.call(`/api/v1/conversation/${id}/events`, {

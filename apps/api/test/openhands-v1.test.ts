@@ -1,20 +1,12 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { newId, parseId, toHexId } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
 import {
+  type ApiClient,
   createConversationFixture,
   type GitServer,
-  prepareTestSandboxes,
-  removeSandboxesOfNamespace,
   type ScriptedLlmServer,
-  type ServiceProcess,
   scaled,
-  startGitServer,
-  startLlmServer,
-  startService,
-  testRedisUrl,
-  testSandboxDriver,
-  testSandboxNetworkName,
   waitFor,
 } from "@tern/testing";
 import { unzipSync } from "fflate";
@@ -35,52 +27,27 @@ import { startTestApi, type TestApi } from "./harness.ts";
 let api: TestApi;
 let llm: ScriptedLlmServer;
 let git: GitServer;
-let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let userId: string;
 let otherKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
-  llm = await startLlmServer();
-  const driver = testSandboxDriver();
-  const { hostAddress } = await prepareTestSandboxes(driver);
-  const gitToken = `tok_${randomBytes(8).toString("hex")}`;
-  git = await startGitServer({ host: hostAddress, token: gitToken });
+  api = await startTestApi({ worker: true, git: true, llm: true, processTimeoutMs: 90_000 });
+  llm = api.stack.llm;
+  git = api.stack.git;
   await git.createFixtureRepo("yourusername/your-repo", { "README.md": "# your repo\n" });
   ({ key, userId } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
-  worker = await startService(
-    "worker",
-    {
-      DATABASE_URL: api.database.url,
-      REDIS_URL: testRedisUrl(),
-      REDIS_PREFIX: api.prefix,
-      SANDBOX_NETWORK: testSandboxNetworkName(),
-      SANDBOX_POOL_SIZE: "0",
-      GIT_BASE_URL: git.url,
-      GIT_TOKEN: gitToken,
-      // One team's deployment: the server's token serves every user (the docs' example brings none).
-      GIT_TOKEN_SHARED: "true",
-      ...llm.workerEnv("openai"),
-    },
-    { timeoutMs: 90_000 },
-  );
+  client = api.client(key);
 }, scaled(180_000));
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  await git?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
+afterAll(async () => api?.close());
 
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
+/** This file's user's client, or another user's (`as`). */
+const as = (k: string) => (k === key ? client : client.as(k));
+
+const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
 
 interface StartTask {
   id: string;
@@ -131,60 +98,16 @@ interface Page<T> {
 const text = (t: string) => [{ type: "text", text: t }];
 
 /** The docs' polling loop: start-tasks?ids= until READY; returns the conversation id. */
-const pollUntilReady = async (taskId: string, as = key): Promise<string> =>
-  waitFor(
-    async () => {
-      const [t] = await json<(StartTask | null)[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${taskId}`, { key: as }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && (t.app_conversation_id ?? "");
-    },
-    { what: `start task ${taskId} to be READY`, timeoutMs: 90_000, detail: () => worker.output().slice(-3000) },
-  );
+const pollUntilReady = (taskId: string, who = key): Promise<string> => as(who).waitForStart(taskId);
 
-const start = async (body: Record<string, unknown>, as = key) => {
-  const task = await json<StartTask>(
-    await api.call("/api/v1/app-conversations", { method: "POST", key: as, json: body }),
-  );
-  return { task, id: await pollUntilReady(task.id, as) };
-};
+const start = async (body: Record<string, unknown>, who = key) => as(who).start<StartTask>(body);
 
-const conversation = async (id: string, as = key): Promise<Conversation> => {
-  const [c] = await json<(Conversation | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key: as }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
+const conversation = (id: string, who = key) => as(who).conversation<Conversation>(id);
 
 /** The docs' second loop: until execution_status is terminal. */
-const waitForTerminal = async (id: string): Promise<Conversation> => {
-  let last = "";
-  await waitFor(
-    async () => {
-      last = (await conversation(id)).execution_status;
-      return ["finished", "error", "stuck"].includes(last);
-    },
-    {
-      what: "a terminal execution_status",
-      timeoutMs: 45_000,
-      detail: () => `last ${last}\n${worker.output().slice(-3000)}`,
-    },
-  );
-  return conversation(id);
-};
+const waitForTerminal = (id: string) => client.waitForExecution<Conversation>(id, ["finished", "error", "stuck"]);
 
-const allEvents = async (id: string): Promise<EventItem[]> => {
-  const items: EventItem[] = [];
-  let page: string | null = null;
-  do {
-    const res: Page<EventItem> = await json(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=100${page ? `&page_id=${page}` : ""}`, { key }),
-    );
-    items.push(...res.items);
-    page = res.next_page_id;
-  } while (page);
-  return items;
-};
+const allEvents = (id: string) => client.events<EventItem>(id);
 
 /** Made once, when a test first needs it; made again if that failed. */
 const lazily = <T>(make: () => Promise<T>): (() => Promise<T>) => {
@@ -197,17 +120,7 @@ const lazily = <T>(make: () => Promise<T>): (() => Promise<T>) => {
 };
 
 /** Waits until the replies scripted for `llmKey` are used up and the run that used them ended. */
-const settle = async (id: string, llmKey: string): Promise<Conversation> => {
-  await waitFor(
-    async () => {
-      if (llm.remainingFor(llmKey) > 0) return false;
-      const last = (await allEvents(id)).at(-1);
-      return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
-    },
-    { what: "the run to settle", timeoutMs: 45_000, detail: () => worker.output().slice(-3000) },
-  );
-  return conversation(id);
-};
+const settle = (id: string, llmKey: string) => client.settle<Conversation>(id, () => llm.remainingFor(llmKey));
 
 const userTexts = (events: EventItem[]) =>
   events
@@ -716,7 +629,11 @@ describe("stream-start and pending messages", () => {
       async () =>
         JSON.stringify(llm.requestsFor(initial).at(-1)?.body ?? "").includes("third pending") &&
         (await conversation(id)).execution_status === "finished",
-      { what: "the pending messages to be answered", timeoutMs: 45_000, detail: () => worker.output().slice(-3000) },
+      {
+        what: "the pending messages to be answered",
+        timeoutMs: 45_000,
+        detail: () => api.stack.worker.output().slice(-3000),
+      },
     );
     const texts = userTexts(await allEvents(id));
     expect(texts).toEqual([initial, "first pending", "second pending", "third pending"]);
@@ -834,19 +751,8 @@ describe("pause and resume through the V1 routes", () => {
 
 describe("image blocks reach an Anthropic model too", () => {
   it("a data: URL is sent as a base64 image source, an http(s) URL as a url source", async () => {
-    await worker.stop();
-    worker = await startService(
-      "worker",
-      {
-        DATABASE_URL: api.database.url,
-        REDIS_URL: testRedisUrl(),
-        REDIS_PREFIX: api.prefix,
-        SANDBOX_NETWORK: testSandboxNetworkName(),
-        SANDBOX_POOL_SIZE: "0",
-        ...llm.workerEnv("anthropic"),
-      },
-      { timeoutMs: 90_000 },
-    );
+    await api.stack.worker.stop();
+    await api.stack.startWorker(llm.workerEnv("anthropic"));
     llm.pushFor("Compare them.", { text: "Two pictures." });
     const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
     const { id } = await start({

@@ -3,18 +3,11 @@ import { parseId, toHexId } from "@tern/core";
 import { conversationsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
 import { liveWorkers } from "@tern/queue";
 import {
+  type ApiClient,
   type GitServer,
-  prepareTestSandboxes,
-  removeSandboxesOfNamespace,
   type ScriptedLlmServer,
-  type ServiceProcess,
   scaled,
-  startGitServer,
-  startLlmServer,
-  startService,
-  testRedisUrl,
   testSandboxDriver,
-  testSandboxNetworkName,
   waitFor,
 } from "@tern/testing";
 import { unzipSync } from "fflate";
@@ -30,7 +23,7 @@ let api: TestApi;
 let llm: ScriptedLlmServer;
 let git: GitServer;
 let driver: ReturnType<typeof testSandboxDriver>;
-let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let userId: string;
 let otherKey: string;
@@ -45,42 +38,27 @@ const REPO_FILES: Record<string, string> = {
 };
 
 beforeAll(async () => {
-  api = await startTestApi({ env: { SANDBOX_IMAGES: ` ${OLD_IMAGE} , tern-sandbox:latest ` } });
-  llm = await startLlmServer();
+  api = await startTestApi({
+    env: { SANDBOX_IMAGES: ` ${OLD_IMAGE} , tern-sandbox:latest ` },
+    worker: true,
+    git: true,
+    llm: true,
+  });
+  llm = api.stack.llm;
+  git = api.stack.git;
   driver = testSandboxDriver();
-  const { hostAddress } = await prepareTestSandboxes(driver);
-  const gitToken = `tok_${randomBytes(8).toString("hex")}`;
-  git = await startGitServer({ host: hostAddress, token: gitToken });
   await git.createFixtureRepo("acme/widgets", REPO_FILES);
   ({ key, userId } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_NETWORK: testSandboxNetworkName(),
-    SANDBOX_POOL_SIZE: "0",
-    GIT_BASE_URL: git.url,
-    GIT_TOKEN: gitToken,
-    // One team's deployment: the server's token serves every user (no user brings their own here).
-    GIT_TOKEN_SHARED: "true",
-    ...llm.workerEnv("openai"),
-  });
+  client = api.client(key);
 }, scaled(120_000));
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  await git?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
+afterAll(async () => api?.close());
 
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
+/** This file's user's client, or another user's (`as`). */
+const as = (k: string) => (k === key ? client : client.as(k));
+
+const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
 
 interface Conversation {
   id: string;
@@ -109,44 +87,19 @@ interface EventItem {
 }
 
 /** Starts a conversation through the API and follows its task to READY; returns the conversation and task ids. */
-const start = async (body: Record<string, unknown>, as = key): Promise<{ id: string; taskId: string }> => {
-  const task = await json<{ id: string }>(
-    await api.call("/api/v1/app-conversations", { method: "POST", key: as, json: body }),
-  );
-  const id = await waitFor(
-    async () => {
-      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key: as }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && t.app_conversation_id;
-    },
-    { what: `start task ${task.id} to be READY`, timeoutMs: 90_000, detail: () => worker.output().slice(-3000) },
-  );
+const start = async (body: Record<string, unknown>, who = key): Promise<{ id: string; taskId: string }> => {
+  const { id, task } = await as(who).start(body);
   return { id, taskId: task.id };
 };
 
-const conversation = async (id: string, as = key): Promise<Conversation> => {
-  const [c] = await json<(Conversation | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key: as }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
+const conversation = (id: string, who = key) => as(who).conversation<Conversation>(id);
 
-const sandboxes = async (ids: string[], as = key) =>
-  json<(SandboxInfo | null)[]>(await api.call(`/api/v1/sandboxes?${ids.map((i) => `id=${i}`).join("&")}`, { key: as }));
+const sandboxes = async (ids: string[], who = key) =>
+  json<(SandboxInfo | null)[]>(
+    await api.call(`/api/v1/sandboxes?${ids.map((i) => `id=${i}`).join("&")}`, { key: who }),
+  );
 
-const allEvents = async (id: string): Promise<EventItem[]> => {
-  const items: EventItem[] = [];
-  let page: string | null = null;
-  do {
-    const res: { items: EventItem[]; next_page_id: string | null } = await json(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=100${page ? `&page_id=${page}` : ""}`, { key }),
-    );
-    items.push(...res.items);
-    page = res.next_page_id;
-  } while (page);
-  return items;
-};
+const allEvents = (id: string) => client.events<EventItem>(id);
 
 /** The driver's reference of a sandbox (tests look at it with the driver; the API never does). */
 const refOf = async (sandboxHex: string): Promise<string> => {
@@ -155,24 +108,10 @@ const refOf = async (sandboxHex: string): Promise<string> => {
   return row.ref;
 };
 
-const readFile = (id: string, path: string, as = key) =>
-  api.call(`/api/v1/app-conversations/${id}/file?file_path=${encodeURIComponent(path)}`, { key: as });
+const readFile = (id: string, path: string, who = key) =>
+  api.call(`/api/v1/app-conversations/${id}/file?file_path=${encodeURIComponent(path)}`, { key: who });
 
-const waitForExecution = async (id: string, statuses: string[]) => {
-  let last = "";
-  await waitFor(
-    async () => {
-      last = (await conversation(id)).execution_status;
-      return statuses.includes(last);
-    },
-    {
-      what: `execution_status ${statuses.join(" or ")}`,
-      timeoutMs: 45_000,
-      detail: () => `last ${last}\n${worker.output().slice(-3000)}`,
-    },
-  );
-  return conversation(id);
-};
+const waitForExecution = (id: string, statuses: string[]) => client.waitForExecution<Conversation>(id, statuses);
 
 /** The state of a run's job, on the queue of the engine that holds its conversation's sandbox. */
 const runJobState = async (conversationId: string, runId: string) => {
@@ -637,7 +576,7 @@ describe("the workers' internal HTTP server", () => {
 
   it("with no worker alive, a read that needs a sandbox answers 503", async () => {
     const conv = await start({});
-    await worker.stop();
+    await api.stack.worker.stop();
     expect(await liveWorkers(api.redis, api.prefix)).toEqual([]);
     const res = await readFile(conv.id, "README.md");
     expect((await json<{ error: { code: string } }>(res, 503)).error.code).toBe("service_unavailable");

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { createTestDatabase, repoRoot, scaled, type TestDatabase } from "@tern/testing";
+import { appEntry, createTestDatabase, repoRoot, scaled, type TestDatabase } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** The CLI as operators run it (`pnpm cli keys create`), against a database of its own. */
@@ -14,7 +14,7 @@ afterAll(async () => database?.drop());
 const { API_KEY_MAX_LIFETIME_DAYS: _, ...baseEnv } = process.env;
 
 const cli = (args: string[], env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+  spawnSync(process.execPath, [...appEntry("cli"), ...args], {
     cwd: repoRoot,
     env: { ...baseEnv, DATABASE_URL: database.url, ...env },
     encoding: "utf8",

@@ -45,23 +45,31 @@ export const containmentOptOut = { SANDBOX_DISK_ENFORCE: "false", SANDBOX_EGRESS
 const MAX_OUTPUT_CHARS = 4 * 1024 * 1024;
 
 /**
- * Spawns an app's main.ts (api, worker) with `env` on top of this process's environment, and
+ * The node arguments that run an app's entry point. Compiled JavaScript as production runs it
+ * (`--conditions=tern-dist`) when the test run built it (global-setup.ts sets TERN_TEST_DIST): it
+ * is ready in about half the time of the source through tsx, which compiles every file at each
+ * start. The source through tsx otherwise (a tool run outside vitest, such as the bench).
+ */
+export const appEntry = (app: "api" | "worker" | "cli", compiled = process.env.TERN_TEST_DIST === "1"): string[] =>
+  compiled
+    ? ["--conditions=tern-dist", "--enable-source-maps", `apps/${app}/dist/main.js`]
+    : ["--import", "tsx", `apps/${app}/src/main.ts`];
+
+/**
+ * Spawns an app's main (api, worker) with `env` on top of this process's environment, and
  * returns once it is ready: its runtime sends "ready" over the IPC channel when its start is
  * done (a state, not a log line to look for).
  */
 export const startService = async (
   app: "api" | "worker",
   env: Record<string, string>,
-  /** compiled: runs apps/<app>/dist/main.js as production does (after `pnpm build`), not the source through tsx. */
+  /** compiled: apps/<app>/dist/main.js (true) or the source through tsx (false); default: appEntry's. */
   opts: { timeoutMs?: number; compiled?: boolean } = {},
 ): Promise<ServiceProcess> => {
   const port = app === "api" ? (env.PORT ?? String(await freePort())) : "0";
   // Workers' own HTTP servers on any free loopback port: several run at once, and the API finds them in Redis.
   const workerHttp = app === "worker" ? { WORKER_HTTP_PORT: "0", WORKER_HTTP_HOST: "127.0.0.1" } : {};
-  const entry = opts.compiled
-    ? ["--conditions=tern-dist", `apps/${app}/dist/main.js`]
-    : ["--import", "tsx", `apps/${app}/src/main.ts`];
-  const child = spawn(process.execPath, entry, {
+  const child = spawn(process.execPath, appEntry(app, opts.compiled), {
     cwd: repoRoot,
     env: {
       ...process.env,
