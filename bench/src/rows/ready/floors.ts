@@ -2,15 +2,19 @@ import type { BenchContext } from "../../context.ts";
 import { createAndStart, removeBenchContainers } from "../../raw-docker.ts";
 import { since } from "../../stats.ts";
 
-/** One floor sample of a plain start: raw Docker create + start + one exec (ms); removed afterwards. */
-export const rawStartOnce = async (ctx: BenchContext, i: number, network: string): Promise<number> => {
-  const t = performance.now();
-  const c = await createAndStart(ctx.floor, {
+/** A raw container of the bench (named for its `kind` and the run), created and started on Docker directly. */
+const rawContainer = (ctx: BenchContext, kind: string, suffix: string, network: string) =>
+  createAndStart(ctx.floor, {
     image: ctx.image,
-    name: `tern-bench-raw-${ctx.runId}-${i}`,
+    name: `tern-bench-${kind}-${ctx.runId}-${suffix}`,
     runId: ctx.runId,
     network,
   });
+
+/** One floor sample of a plain start: raw Docker create + start + one exec (ms); removed afterwards. */
+export const rawStartOnce = async (ctx: BenchContext, i: number, network: string): Promise<number> => {
+  const t = performance.now();
+  const c = await rawContainer(ctx, "raw", String(i), network);
   const r = await c.exec(["true"], { user: "agent" });
   const ms = since(t);
   if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
@@ -35,12 +39,7 @@ export const rawThroughput = async (
     Array.from({ length: parallel }, async () => {
       while (next < n) {
         const i = next++;
-        const c = await createAndStart(ctx.floor, {
-          image: ctx.image,
-          name: `tern-bench-par-${ctx.runId}-${round}-${i}`,
-          runId: ctx.runId,
-          network,
-        });
+        const c = await rawContainer(ctx, "par", `${round}-${i}`, network);
         const r = await c.exec(["true"], { user: "agent" });
         if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
       }
@@ -59,12 +58,7 @@ export const rawRepoStartOnce = async (
   cloneUrl: string,
 ): Promise<number> => {
   const t = performance.now();
-  const c = await createAndStart(ctx.floor, {
-    image: ctx.image,
-    name: `tern-bench-rawrepo-${ctx.runId}-${i}`,
-    runId: ctx.runId,
-    network,
-  });
+  const c = await rawContainer(ctx, "rawrepo", String(i), network);
   const clone = await c.exec(["git", "clone", "--quiet", cloneUrl, "/workspace/repo"], { user: "agent" });
   if (clone.exitCode !== 0) throw new Error(`raw clone exited ${clone.exitCode}: ${clone.output}`);
   const setup = await c.exec(["sh", ".openhands/setup.sh"], { user: "agent", cwd: "/workspace/repo" });
