@@ -50,7 +50,6 @@ interface EventItem {
   [k: string]: unknown;
 }
 
-const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
 const conversation = (id: string) => client.conversation<ConversationRecord>(id);
 const waitForStatus = (id: string, statuses: string[]) =>
   client.waitForExecution<ConversationRecord>(id, statuses, 30_000);
@@ -109,7 +108,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
 
   it("POST /events appends the message and, with run, the agent answers it with the whole history", async () => {
     llm.push({ text: "Second answer." });
-    expect(await json(await say(conversationId, "And now?", true))).toEqual({ success: true });
+    expect(await client.json(await say(conversationId, "And now?", true))).toEqual({ success: true });
     expect((await settle(conversationId)).execution_status).toBe("finished");
     const sent = JSON.stringify(llm.requests.at(-1)?.body);
     expect(sent.indexOf("Create notes.txt")).toBeLessThan(sent.indexOf("Created notes.txt."));
@@ -118,7 +117,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
 
   it("POST /events without run only stores the message; POST /run answers it", async () => {
     const asked = llm.requests.length;
-    expect(await json(await say(conversationId, "Quiet note.", false))).toEqual({ success: true });
+    expect(await client.json(await say(conversationId, "Quiet note.", false))).toEqual({ success: true });
     const events = await allEvents(conversationId);
     expect(events.at(-1)).toMatchObject({
       kind: "MessageEvent",
@@ -128,7 +127,9 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
     expect(llm.requests.length).toBe(asked);
     expect((await conversation(conversationId)).execution_status).toBe("finished");
     llm.push({ text: "Noted." });
-    expect(await json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }))).toEqual({
+    expect(
+      await client.json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key })),
+    ).toEqual({
       success: true,
     });
     expect((await settle(conversationId)).execution_status).toBe("finished");
@@ -141,20 +142,20 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
       { toolCalls: [{ name: "terminal", arguments: { command: "echo second >> notes.txt" } }], before: h.before },
       { text: "Appended." },
     );
-    await json(await say(conversationId, "Append a line.", true));
+    await client.json(await say(conversationId, "Append a line.", true));
     await h.inFlight;
     expect((await conversation(conversationId)).execution_status).toBe("running");
     const busy = await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key });
     expect(busy.status).toBe(409);
-    expect(await json(await api.call(`/api/v1/conversation/${conversationId}/pause`, { method: "POST", key }))).toEqual(
-      {
-        success: true,
-      },
-    );
+    expect(
+      await client.json(await api.call(`/api/v1/conversation/${conversationId}/pause`, { method: "POST", key })),
+    ).toEqual({
+      success: true,
+    });
     h.release();
     expect((await waitForStatus(conversationId, ["paused"])).execution_status).toBe("paused");
     expect(llm.remaining()).toBe(1);
-    await json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }));
+    await client.json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }));
     expect((await settle(conversationId)).execution_status).toBe("finished");
     const kinds = (await allEvents(conversationId)).map((e) =>
       e.kind === "ConversationStateUpdateEvent" ? e.value : e.kind,
@@ -197,7 +198,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
   });
 
   it("lists the follow-up routes in /openapi.json", async () => {
-    const doc = await json<{ paths: Record<string, Record<string, unknown>> }>(await api.call("/openapi.json"));
+    const doc = await client.json<{ paths: Record<string, Record<string, unknown>> }>(await api.call("/openapi.json"));
     expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/events"] ?? {})).toContain("post");
     expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/pause"] ?? {})).toContain("post");
     expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/run"] ?? {})).toContain("post");
@@ -240,7 +241,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
   it("DELETE removes the sandbox (sandbox_status MISSING), keeps the events, and refuses to run again", async () => {
     const before = (await allEvents(conversationId)).length;
     expect(
-      await json(await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })),
+      await client.json(await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })),
     ).toEqual({ success: true });
     await waitFor(async () => (await conversation(conversationId)).sandbox_status === "MISSING", {
       what: "sandbox_status MISSING",

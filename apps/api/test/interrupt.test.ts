@@ -41,12 +41,14 @@ interface EventItem {
   llm_message?: { role: string };
 }
 
-const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
 const conversation = (id: string) => client.conversation<ConversationRecord>(id);
 
 const events = async (id: string): Promise<EventItem[]> =>
-  (await json<{ items: EventItem[] }>(await api.call(`/api/v1/conversation/${id}/events/search?limit=100`, { key })))
-    .items;
+  (
+    await client.json<{ items: EventItem[] }>(
+      await api.call(`/api/v1/conversation/${id}/events/search?limit=100`, { key }),
+    )
+  ).items;
 
 const kindsOf = (items: EventItem[]) =>
   items.map((e) => (e.kind === "ConversationStateUpdateEvent" ? e.value : e.kind));
@@ -67,7 +69,9 @@ const sandboxOf = async (conversationId: string): Promise<string> => {
 /** POST /interrupt as `headers` say; how long until the conversation is `paused` (ms). */
 const interruptAndTime = async (id: string, headers: Record<string, string>) => {
   const began = Date.now();
-  expect(await json(await api.call(`/api/v1/conversation/${id}/interrupt`, { method: "POST", headers }))).toEqual({
+  expect(
+    await client.json(await api.call(`/api/v1/conversation/${id}/interrupt`, { method: "POST", headers })),
+  ).toEqual({
     success: true,
   });
   await waitFor(async () => (await conversation(id)).execution_status === "paused", {
@@ -111,7 +115,7 @@ describe("POST /api/v1/conversation/{id}/interrupt", () => {
     // The sleep is gone from the sandbox, not left running.
     expect((await sandboxes.exec(ref, { cmd: ["pgrep", "-f", "sleep 60"] })).exitCode).toBe(1);
 
-    await json(await api.call(`/api/v1/conversation/${id}/run`, { method: "POST", key }));
+    await client.json(await api.call(`/api/v1/conversation/${id}/run`, { method: "POST", key }));
     await waitFor(async () => (await conversation(id)).execution_status === "finished", {
       what: "the continued run to finish",
       timeoutMs: 30_000,

@@ -44,11 +44,6 @@ beforeAll(async () => {
 
 afterAll(async () => api?.close());
 
-/** This file's user's client, or another user's (`as`). */
-const as = (k: string) => (k === key ? client : client.as(k));
-
-const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
-
 interface StartTask {
   id: string;
   created_by_user_id: string;
@@ -98,11 +93,11 @@ interface Page<T> {
 const text = (t: string) => [{ type: "text", text: t }];
 
 /** The docs' polling loop: start-tasks?ids= until READY; returns the conversation id. */
-const pollUntilReady = (taskId: string, who = key): Promise<string> => as(who).waitForStart(taskId);
+const pollUntilReady = (taskId: string, who = key): Promise<string> => client.as(who).waitForStart(taskId);
 
-const start = async (body: Record<string, unknown>, who = key) => as(who).start<StartTask>(body);
+const start = async (body: Record<string, unknown>, who = key) => client.as(who).start<StartTask>(body);
 
-const conversation = (id: string, who = key) => as(who).conversation<Conversation>(id);
+const conversation = (id: string, who = key) => client.as(who).conversation<Conversation>(id);
 
 /** The docs' second loop: until execution_status is terminal. */
 const waitForTerminal = (id: string) => client.waitForExecution<Conversation>(id, ["finished", "error", "stuck"]);
@@ -136,7 +131,7 @@ const everyItem = async <T>(path: string, limit: number): Promise<T[]> => {
   let page: string | null = null;
   const sep = path.includes("?") ? "&" : "?";
   do {
-    const res: Page<T> = await json(
+    const res: Page<T> = await client.json(
       await api.call(`${path}${sep}limit=${limit}${page ? `&page_id=${encodeURIComponent(page)}` : ""}`, { key }),
     );
     out.push(...res.items);
@@ -214,7 +209,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
     const events = await allEvents(polled.id);
     const [a, b] = [events[2]!, events[0]!];
     const asked = [a.id, "not-an-id", b.id.replaceAll("-", ""), randomUUID()];
-    const got = await json<(EventItem | null)[]>(
+    const got = await client.json<(EventItem | null)[]>(
       await api.call(`/api/v1/conversation/${polled.id}/events?${asked.map((i) => `id=${i}`).join("&")}`, { key }),
     );
     expect(got).toEqual([a, null, b, null]);
@@ -225,7 +220,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
   it("send-message without run runs the agent; run: false only stores", async () => {
     const polled = await polledConversation();
     llm.pushFor(README_ASK, { text: "Second answer." });
-    const answer = await json<{ success: boolean; sandbox_status: string; message: string | null }>(
+    const answer = await client.json<{ success: boolean; sandbox_status: string; message: string | null }>(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
         key,
@@ -237,7 +232,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
     expect(JSON.stringify(llm.requestsFor(README_ASK).at(-1)?.body)).toContain("And now?");
 
     const asked = llm.requestsFor(README_ASK).length;
-    await json(
+    await client.json(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
         key,
@@ -256,7 +251,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
       json: { content: text("x") },
     });
     expect(other.status).toBe(404);
-    const bad = await json<{ error: { message: string }; detail: string }>(
+    const bad = await client.json<{ error: { message: string }; detail: string }>(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
         key,
@@ -376,7 +371,9 @@ describe("every V1 start field", () => {
     const all = await everyItem<Conversation>("/api/v1/app-conversations/search?include_sub_conversations=true", 100);
     expect(all.map((x) => x.id)).toContain(childId);
     expect(
-      await json<number>(await api.call("/api/v1/app-conversations/count?include_sub_conversations=true", { key })),
+      await client.json<number>(
+        await api.call("/api/v1/app-conversations/count?include_sub_conversations=true", { key }),
+      ),
     ).toBe(all.length);
   });
 
@@ -394,7 +391,7 @@ describe("every V1 start field", () => {
       [{ pr_number: ["seven"] }, /^pr_number\.0:/],
     ];
     for (const [body, field] of cases) {
-      const res = await json<{ error: { message: string } }>(
+      const res = await client.json<{ error: { message: string } }>(
         await api.call("/api/v1/app-conversations", { method: "POST", key, json: body }),
         422,
       );
@@ -410,7 +407,7 @@ describe("searches, counts and PATCH", () => {
     await catConversation();
     const every = await everyItem<Conversation>("/api/v1/app-conversations/search", 1);
     expect(every.length).toBeGreaterThanOrEqual(2);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/count", { key }))).toBe(every.length);
+    expect(await client.json<number>(await api.call("/api/v1/app-conversations/count", { key }))).toBe(every.length);
     // Newest first by default.
     expect(every.map((c) => c.created_at)).toEqual([...every.map((c) => c.created_at)].sort().reverse());
 
@@ -435,7 +432,9 @@ describe("searches, counts and PATCH", () => {
     ];
     for (const f of filters) {
       const items = await everyItem<Conversation>(`/api/v1/app-conversations/search?${f}`, 1);
-      expect(await json<number>(await api.call(`/api/v1/app-conversations/count?${f}`, { key })), f).toBe(items.length);
+      expect(await client.json<number>(await api.call(`/api/v1/app-conversations/count?${f}`, { key })), f).toBe(
+        items.length,
+      );
     }
     const cats = await everyItem<Conversation>("/api/v1/app-conversations/search?title__contains=cat%20QUEST", 10);
     expect(cats.map((c) => c.title)).toEqual(["Cat question"]);
@@ -444,10 +443,12 @@ describe("searches, counts and PATCH", () => {
       10,
     );
     expect(sandboxed.map((c) => c.id)).toEqual([every[0]!.id]);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/count", { key: otherKey }))).toBe(0);
+    expect(await client.json<number>(await api.call("/api/v1/app-conversations/count", { key: otherKey }))).toBe(0);
 
     // A cursor is bound to its order and filters.
-    const first = await json<Page<Conversation>>(await api.call("/api/v1/app-conversations/search?limit=1", { key }));
+    const first = await client.json<Page<Conversation>>(
+      await api.call("/api/v1/app-conversations/search?limit=1", { key }),
+    );
     expect(
       (
         await api.call(`/api/v1/app-conversations/search?limit=1&sort_order=TITLE&page_id=${first.next_page_id}`, {
@@ -456,7 +457,7 @@ describe("searches, counts and PATCH", () => {
       ).status,
     ).toBe(400);
     for (const bad of ["sort_order=NEWEST", "created_at__gte=yesterday", "limit=0"]) {
-      const res = await json<{ error: { message: string } }>(
+      const res = await client.json<{ error: { message: string } }>(
         await api.call(`/api/v1/app-conversations/search?${bad}`, { key }),
         422,
       );
@@ -468,7 +469,7 @@ describe("searches, counts and PATCH", () => {
     // At least one READY task.
     await polledConversation();
     const every = await everyItem<StartTask>("/api/v1/app-conversations/start-tasks/search", 1);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key }))).toBe(
+    expect(await client.json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key }))).toBe(
       every.length,
     );
     const oldest = await everyItem<StartTask>("/api/v1/app-conversations/start-tasks/search?sort_order=CREATED_AT", 2);
@@ -485,18 +486,19 @@ describe("searches, counts and PATCH", () => {
       `updated_at__lt=${encodeURIComponent(ready.updated_at)}`,
     ]) {
       const items = await everyItem<StartTask>(`/api/v1/app-conversations/start-tasks/search?${f}`, 1);
-      expect(await json<number>(await api.call(`/api/v1/app-conversations/start-tasks/count?${f}`, { key })), f).toBe(
-        items.length,
-      );
+      expect(
+        await client.json<number>(await api.call(`/api/v1/app-conversations/start-tasks/count?${f}`, { key })),
+        f,
+      ).toBe(items.length);
     }
     const mine = await everyItem<StartTask>(
       `/api/v1/app-conversations/start-tasks/search?conversation_id__eq=${ready.app_conversation_id}`,
       5,
     );
     expect(mine.map((t) => t.id)).toEqual([ready.id]);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key: otherKey }))).toBe(
-      0,
-    );
+    expect(
+      await client.json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key: otherKey })),
+    ).toBe(0);
     expect((await api.call("/api/v1/app-conversations/start-tasks/search?sort_order=TITLE", { key })).status).toBe(422);
   });
 
@@ -506,7 +508,7 @@ describe("searches, counts and PATCH", () => {
     const made = await createConversationFixture(api.database.db, { userId: owner.userId, title: "Patch target" });
     const id = toHexId(made.conversationId);
     const target = await conversation(id, owner.key);
-    const patched = await json<Conversation>(
+    const patched = await client.json<Conversation>(
       await api.call(`/api/v1/app-conversations/${id}`, {
         method: "PATCH",
         key: owner.key,
@@ -531,13 +533,13 @@ describe("searches, counts and PATCH", () => {
       [{ git_provider: "sourceforge" }, /^git_provider:/],
     ];
     for (const [body, field] of bad) {
-      const res = await json<{ error: { message: string } }>(
+      const res = await client.json<{ error: { message: string } }>(
         await api.call(`/api/v1/app-conversations/${id}`, { method: "PATCH", key: owner.key, json: body }),
         422,
       );
       expect(res.error.message).toMatch(field);
     }
-    const cleared = await json<Conversation>(
+    const cleared = await client.json<Conversation>(
       await api.call(`/api/v1/app-conversations/${id}`, {
         method: "PATCH",
         key: owner.key,
@@ -587,7 +589,7 @@ describe("stream-start and pending messages", () => {
   it("messages sent to task-{id} before READY are delivered in order once READY, and answered", async () => {
     const initial = "Initial, with pending ones queued";
     llm.pushFor(initial, { text: "Initial answered." }, { text: "Pending answered." });
-    const task = await json<StartTask>(
+    const task = await client.json<StartTask>(
       await api.call("/api/v1/app-conversations", {
         method: "POST",
         key,
@@ -597,7 +599,7 @@ describe("stream-start and pending messages", () => {
     const queued = [];
     for (const t of ["first pending", "second pending", "third pending"]) {
       queued.push(
-        await json<{ id: string; queued: boolean; position: number }>(
+        await client.json<{ id: string; queued: boolean; position: number }>(
           await api.call(`/api/v1/conversations/task-${task.id}/pending-messages`, {
             method: "POST",
             key,
@@ -644,7 +646,7 @@ describe("stream-start and pending messages", () => {
     const task = await startTasksRepository(api.database.db).create(userId, {});
     const hex = toHexId(task.id);
     for (let i = 1; i <= 10; i++) {
-      const r = await json<{ queued: boolean; position: number }>(
+      const r = await client.json<{ queued: boolean; position: number }>(
         await api.call(`/api/v1/conversations/task-${hex}/pending-messages`, {
           method: "POST",
           key,
@@ -669,7 +671,7 @@ describe("stream-start and pending messages", () => {
       });
       expect(res.status, bad).toBe(404);
     }
-    const invalid = await json<{ error: { message: string } }>(
+    const invalid = await client.json<{ error: { message: string } }>(
       await api.call(`/api/v1/conversations/task-${hex}/pending-messages`, { method: "POST", key, json: {} }),
       422,
     );
@@ -713,7 +715,7 @@ describe("pause and resume through the V1 routes", () => {
     const { id } = await start({ initial_message: { content: text("Say it.") } });
     const { sandbox_id: sandboxId } = await conversation(id);
     await llmAsked;
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
       success: true,
     });
     expect((await conversation(id)).sandbox_status).toBe("PAUSED");
@@ -725,9 +727,11 @@ describe("pause and resume through the V1 routes", () => {
     expect(paused.status).toBe(409);
     expect(((await paused.json()) as { detail: string }).detail).toContain("resume");
     release();
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual({
-      success: true,
-    });
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual(
+      {
+        success: true,
+      },
+    );
     const done = await waitForTerminal(id);
     expect(done.execution_status).toBe("finished");
     const events = await allEvents(id);
@@ -737,7 +741,7 @@ describe("pause and resume through the V1 routes", () => {
     ]);
     expect(JSON.stringify(events.find((e) => e.kind === "ObservationEvent"))).toContain("resumed-ok");
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
       success: true,
     });
     const gone = await api.call(`/api/v1/app-conversations/${id}/send-message`, {
@@ -788,7 +792,7 @@ describe("image blocks reach an Anthropic model too", () => {
 
 describe("the OpenAPI document", () => {
   it("lists every V1 route with its schemas", async () => {
-    const doc = await json<{ paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }>(
+    const doc = await client.json<{ paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }>(
       await api.call("/openapi.json"),
     );
     const routes: [string, string][] = [

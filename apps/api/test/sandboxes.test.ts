@@ -55,11 +55,6 @@ beforeAll(async () => {
 
 afterAll(async () => api?.close());
 
-/** This file's user's client, or another user's (`as`). */
-const as = (k: string) => (k === key ? client : client.as(k));
-
-const json = <T>(res: Response, status = 200) => client.json<T>(res, status);
-
 interface Conversation {
   id: string;
   sandbox_id: string;
@@ -88,14 +83,14 @@ interface EventItem {
 
 /** Starts a conversation through the API and follows its task to READY; returns the conversation and task ids. */
 const start = async (body: Record<string, unknown>, who = key): Promise<{ id: string; taskId: string }> => {
-  const { id, task } = await as(who).start(body);
+  const { id, task } = await client.as(who).start(body);
   return { id, taskId: task.id };
 };
 
-const conversation = (id: string, who = key) => as(who).conversation<Conversation>(id);
+const conversation = (id: string, who = key) => client.as(who).conversation<Conversation>(id);
 
 const sandboxes = async (ids: string[], who = key) =>
-  json<(SandboxInfo | null)[]>(
+  client.json<(SandboxInfo | null)[]>(
     await api.call(`/api/v1/sandboxes?${ids.map((i) => `id=${i}`).join("&")}`, { key: who }),
   );
 
@@ -130,7 +125,7 @@ describe("a conversation started from a repository", () => {
   }, scaled(120_000));
 
   it("lists the skills the repository brought, in OpenHands' shape", async () => {
-    const body = await json<{ skills: { name: string; type: string; content: string; triggers: string[] }[] }>(
+    const body = await client.json<{ skills: { name: string; type: string; content: string; triggers: string[] }[] }>(
       await api.call(`/api/v1/app-conversations/${conv.id}/skills`, { key }),
     );
     const byName = new Map(body.skills.map((s) => [s.name, s]));
@@ -144,7 +139,7 @@ describe("a conversation started from a repository", () => {
   });
 
   it("lists the git hook SETTING_UP_GIT_HOOKS installed", async () => {
-    const body = await json<{ hooks: unknown[] }>(
+    const body = await client.json<{ hooks: unknown[] }>(
       await api.call(`/api/v1/app-conversations/${conv.id}/hooks`, { key }),
     );
     expect(body).toEqual({
@@ -161,8 +156,12 @@ describe("a conversation started from a repository", () => {
       ],
     });
     const empty = await start({});
-    expect(await json(await api.call(`/api/v1/app-conversations/${empty.id}/hooks`, { key }))).toEqual({ hooks: [] });
-    expect(await json(await api.call(`/api/v1/app-conversations/${empty.id}/skills`, { key }))).toEqual({ skills: [] });
+    expect(await client.json(await api.call(`/api/v1/app-conversations/${empty.id}/hooks`, { key }))).toEqual({
+      hooks: [],
+    });
+    expect(await client.json(await api.call(`/api/v1/app-conversations/${empty.id}/skills`, { key }))).toEqual({
+      skills: [],
+    });
   });
 
   it("reads a file of the workspace through a worker, by relative or absolute path and through inner symlinks", async () => {
@@ -175,13 +174,13 @@ describe("a conversation started from a repository", () => {
       ],
     });
     expect(made.exitCode).toBe(0);
-    expect(await json(await readFile(conv.id, "README.md"))).toBe(REPO_FILES["README.md"]);
-    expect(await json(await readFile(conv.id, "/workspace/widgets/docs/guide.md"))).toBe("A guide.\n");
-    expect(await json(await readFile(conv.id, "sub/../docs/guide.md"))).toBe("A guide.\n");
-    expect(await json(await readFile(conv.id, "readme-link"))).toBe(REPO_FILES["README.md"]);
+    expect(await client.json(await readFile(conv.id, "README.md"))).toBe(REPO_FILES["README.md"]);
+    expect(await client.json(await readFile(conv.id, "/workspace/widgets/docs/guide.md"))).toBe("A guide.\n");
+    expect(await client.json(await readFile(conv.id, "sub/../docs/guide.md"))).toBe("A guide.\n");
+    expect(await client.json(await readFile(conv.id, "readme-link"))).toBe(REPO_FILES["README.md"]);
     // As OpenHands answers: what names no regular file reads as "".
-    expect(await json(await readFile(conv.id, "no-such-file.md"))).toBe("");
-    expect(await json(await readFile(conv.id, "sub"))).toBe("");
+    expect(await client.json(await readFile(conv.id, "no-such-file.md"))).toBe("");
+    expect(await client.json(await readFile(conv.id, "sub"))).toBe("");
   });
 
   it("refuses with 403 a path that leaves the workspace, directly or through a symlink", async () => {
@@ -197,7 +196,7 @@ describe("a conversation started from a repository", () => {
     ]) {
       const res = await readFile(conv.id, path);
       expect(res.status, path).toBe(403);
-      const body = await json<{ error: { code: string }; detail: string }>(res, 403);
+      const body = await client.json<{ error: { code: string }; detail: string }>(res, 403);
       expect(body.error.code).toBe("forbidden");
       expect(body.detail).toMatch(/outside the workspace/);
     }
@@ -206,7 +205,7 @@ describe("a conversation started from a repository", () => {
   it("answers 404 for another user's conversation or a start task's id, and 422 for a bad file_path", async () => {
     expect((await readFile(conv.id, "README.md", otherKey)).status).toBe(404);
     expect((await readFile(conv.taskId, "README.md")).status).toBe(404);
-    const empty = await json<{ error: { message: string } }>(
+    const empty = await client.json<{ error: { message: string } }>(
       await api.call(`/api/v1/app-conversations/${conv.id}/file?file_path=`, { key }),
       422,
     );
@@ -237,7 +236,7 @@ describe("a conversation started from a repository", () => {
   it("answers a download of a start task's id with 404", async () => {
     const res = await api.call(`/api/v1/app-conversations/${conv.taskId}/download`, { key });
     expect(res.status).toBe(404);
-    expect((await json<{ error: { code: string } }>(res, 404)).error.code).toBe("not_found");
+    expect((await client.json<{ error: { code: string } }>(res, 404)).error.code).toBe("not_found");
   });
 });
 
@@ -255,7 +254,7 @@ describe("sandboxes", () => {
     const items: SandboxInfo[] = [];
     let page: string | null = null;
     do {
-      const res: { items: SandboxInfo[]; next_page_id: string | null } = await json(
+      const res: { items: SandboxInfo[]; next_page_id: string | null } = await client.json(
         await api.call(`/api/v1/sandboxes/search?limit=1${page ? `&page_id=${page}` : ""}`, { key }),
       );
       expect(res.items.length).toBeLessThanOrEqual(1);
@@ -294,11 +293,11 @@ describe("sandboxes", () => {
   });
 
   it("validates: the batch needs 1 to 100 ids, the search a limit of 1 to 100", async () => {
-    const none = await json<{ error: { message: string } }>(await api.call("/api/v1/sandboxes", { key }), 422);
+    const none = await client.json<{ error: { message: string } }>(await api.call("/api/v1/sandboxes", { key }), 422);
     expect(none.error.message).toMatch(/^id:/);
     const many = Array.from({ length: 101 }, () => `id=${randomBytes(16).toString("hex")}`).join("&");
     expect((await api.call(`/api/v1/sandboxes?${many}`, { key })).status).toBe(422);
-    const limit = await json<{ error: { message: string } }>(
+    const limit = await client.json<{ error: { message: string } }>(
       await api.call("/api/v1/sandboxes/search?limit=0", { key }),
       422,
     );
@@ -334,7 +333,7 @@ describe("sandboxes", () => {
     const ref = await refOf(sandboxId);
     await llmAsked;
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
       success: true,
     });
     // Answered once it took effect: the engine has it frozen, and both records say PAUSED.
@@ -361,9 +360,11 @@ describe("sandboxes", () => {
     expect(waiting.map((e) => e.kind)).not.toContain("AgentErrorEvent");
     expect((await conversation(conv.id)).execution_status).toBe("running");
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual({
-      success: true,
-    });
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual(
+      {
+        success: true,
+      },
+    );
     expect((await driver.inspect(ref))?.state).toBe("running");
     const finished = await waitForExecution(conv.id, ["finished", "error", "stuck"]);
     expect(finished.execution_status).toBe("finished");
@@ -438,7 +439,7 @@ describe("sandboxes", () => {
     );
     expect((await api.call("/api/v1/sandboxes/not-an-id/resume", { method: "POST", key })).status).toBe(404);
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
       success: true,
     });
     expect(await driver.inspect(ref)).toBeNull();
@@ -450,7 +451,7 @@ describe("sandboxes", () => {
     expect((await conversation(conv.id)).sandbox_status).toBe("MISSING");
     for (const verb of ["pause", "resume"]) {
       const res = await api.call(`/api/v1/sandboxes/${sandboxId}/${verb}`, { method: "POST", key });
-      expect((await json<{ error: { code: string } }>(res, 410)).error.code).toBe("gone");
+      expect((await client.json<{ error: { code: string } }>(res, 410)).error.code).toBe("gone");
     }
     expect((await readFile(conv.id, "x")).status).toBe(410);
     // Removing again changes nothing; the conversation's record and events stay.
@@ -475,7 +476,7 @@ describe("sandboxes", () => {
       ["DELETE", ""],
     ] as const) {
       const res = await api.call(`/api/v1/sandboxes/${toHexId(row.id)}${path ? `/${path}` : ""}`, { method, key });
-      expect((await json<{ error: { code: string } }>(res, 409)).error.code).toBe("conflict");
+      expect((await client.json<{ error: { code: string } }>(res, 409)).error.code).toBe("conflict");
     }
   });
 });
@@ -490,7 +491,7 @@ describe("sandbox specs", () => {
   }
 
   it("lists the images this deployment offers: SANDBOX_IMAGE first, then SANDBOX_IMAGES", async () => {
-    const first = await json<{ items: Spec[]; next_page_id: string | null }>(
+    const first = await client.json<{ items: Spec[]; next_page_id: string | null }>(
       await api.call("/api/v1/sandbox-specs/search", { key }),
     );
     expect(first.items.map((s) => s.id)).toEqual(["tern-sandbox:latest", OLD_IMAGE]);
@@ -503,17 +504,19 @@ describe("sandbox specs", () => {
       working_dir: "/workspace",
     });
     // Paged, and the times stay what they were.
-    const one = await json<{ items: Spec[]; next_page_id: string | null }>(
+    const one = await client.json<{ items: Spec[]; next_page_id: string | null }>(
       await api.call("/api/v1/sandbox-specs/search?limit=1", { key }),
     );
     expect(one.items).toEqual([first.items[0]]);
-    const next = await json<{ items: Spec[]; next_page_id: string | null }>(
+    const next = await client.json<{ items: Spec[]; next_page_id: string | null }>(
       await api.call(`/api/v1/sandbox-specs/search?limit=1&page_id=${one.next_page_id}`, { key }),
     );
     expect(next).toEqual({ items: [first.items[1]], next_page_id: null });
 
     expect(
-      await json(await api.call(`/api/v1/sandbox-specs?id=${OLD_IMAGE}&id=nope:1&id=tern-sandbox:latest`, { key })),
+      await client.json(
+        await api.call(`/api/v1/sandbox-specs?id=${OLD_IMAGE}&id=nope:1&id=tern-sandbox:latest`, { key }),
+      ),
     ).toEqual([first.items[1], null, first.items[0]]);
     expect((await api.call("/api/v1/sandbox-specs", { key })).status).toBe(422);
   });
@@ -524,8 +527,8 @@ describe("the workers' internal HTTP server", () => {
     const [entry] = await liveWorkers(api.redis, api.prefix);
     expect(entry?.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const url = entry?.url ?? "";
-    expect(await json(await fetch(`${url}/health`))).toEqual({ status: "ok" });
-    expect(await json(await fetch(`${url}/ready`))).toMatchObject({ status: "ok" });
+    expect(await client.json(await fetch(`${url}/health`))).toEqual({ status: "ok" });
+    expect(await client.json(await fetch(`${url}/ready`))).toMatchObject({ status: "ok" });
     const anyId = randomBytes(16).toString("hex");
     const denied = await fetch(`${url}/internal/sandboxes/${anyId}/file?path=x`);
     expect(denied.status).toBe(401);
@@ -536,7 +539,7 @@ describe("the workers' internal HTTP server", () => {
   });
 
   it("lists every new route in /openapi.json with its schemas", async () => {
-    const doc = await json<{
+    const doc = await client.json<{
       paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>>;
       components: { schemas: Record<string, unknown> };
     }>(await api.call("/openapi.json"));
@@ -579,6 +582,6 @@ describe("the workers' internal HTTP server", () => {
     await api.stack.worker.stop();
     expect(await liveWorkers(api.redis, api.prefix)).toEqual([]);
     const res = await readFile(conv.id, "README.md");
-    expect((await json<{ error: { code: string } }>(res, 503)).error.code).toBe("service_unavailable");
+    expect((await client.json<{ error: { code: string } }>(res, 503)).error.code).toBe("service_unavailable");
   });
 });
