@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import {
+  appEntry,
   createRedisPrefix,
   createTestDatabase,
   deleteRedisPrefix,
@@ -50,7 +51,7 @@ describe("liveness and readiness", () => {
   });
 
   it("stops at once, naming the variable, when DATABASE_URL is nonsense", () => {
-    const res = spawnSync(process.execPath, ["--import", "tsx", "apps/api/src/main.ts"], {
+    const res = spawnSync(process.execPath, appEntry("api"), {
       cwd: repoRoot,
       env: { ...process.env, DATABASE_URL: "nonsense" },
       encoding: "utf8",

@@ -2,6 +2,7 @@ import { execFile, spawnSync } from "node:child_process";
 import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS } from "@tern/core";
 import { createUserWithKey } from "@tern/services";
 import {
+  appEntry,
   createRedisPrefix,
   createTestDatabase,
   deleteRedisPrefix,
@@ -46,7 +47,7 @@ const cli = (args: string[]): Promise<{ status: number | null; stdout: string; s
   new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["--import", "tsx", "apps/cli/src/main.ts", ...args],
+      [...appEntry("cli"), ...args],
       { cwd: repoRoot, env: { ...process.env, DATABASE_URL: database.url }, encoding: "utf8", timeout: scaled(60_000) },
       (err, stdout, stderr) =>
         resolve({ status: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
@@ -73,8 +74,8 @@ describe("the API process", () => {
   });
 
   it("exits 78, naming the variable, when its configuration is invalid", () => {
-    for (const app of ["api", "worker"]) {
-      const run = spawnSync(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+    for (const app of ["api", "worker"] as const) {
+      const run = spawnSync(process.execPath, appEntry(app), {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: database.url, REDIS_URL: "not a url" },
         encoding: "utf8",

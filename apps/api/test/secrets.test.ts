@@ -9,7 +9,7 @@ import {
   toHexId,
 } from "@tern/core";
 import { agentSecretEnv, userSecretContext } from "@tern/services";
-import { createConversationFixture, repoRoot, scaled, testSecretsKey } from "@tern/testing";
+import { appEntry, createConversationFixture, repoRoot, scaled, testSecretsKey } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
@@ -251,7 +251,7 @@ describe("cli secrets rotate-key", () => {
     await call(key, "/api/v1/settings", { method: "POST", json: { llm_api_key: `${CANARY}-llm` } });
     const newKey = generateSecretsKey();
     const cli = (secretsKey: string) =>
-      spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", "secrets", "rotate-key"], {
+      spawnSync(process.execPath, [...appEntry("cli"), "secrets", "rotate-key"], {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: api.database.url, SECRETS_KEY: secretsKey },
         encoding: "utf8",

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { deploymentSecretsRepository } from "@tern/db";
-import { createConversationFixture, repoRoot, scaled } from "@tern/testing";
+import { appEntry, createConversationFixture, repoRoot, scaled } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
@@ -63,7 +63,7 @@ describe("users", () => {
 
   it("cli users create prints the id; keys create --user prints a key of that user", async () => {
     const cli = (...args: string[]) =>
-      spawnSync(process.execPath, ["--import", "tsx", "apps/cli/src/main.ts", ...args], {
+      spawnSync(process.execPath, [...appEntry("cli"), ...args], {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: api.database.url },
         encoding: "utf8",
