@@ -44,9 +44,10 @@ const steadyRun = async (
   rates: Rates,
   perSec = Math.max(0.5, 0.6 * rates.engineRate, Math.min(1.1 * rates.serialRate, 0.7 * rates.engineRate)),
 ): Promise<SteadyRun> => {
-  const warmup = Math.ceil(perSec * 10);
-  // A quick run's 30 make one engine stall 3-7 % of the result.
-  const measured = Math.max(30, 2 * n);
+  // A quick run (the test suite's) proves the row is produced, not the rate it reports: a third of
+  // the warm-up and 10 starts. A full run's 30 or more keep one engine stall to 3-7 % of the result.
+  const warmup = Math.ceil(perSec * (ctx.quick ? 3 : 10));
+  const measured = ctx.quick ? 10 : Math.max(30, 2 * n);
   const intervalMs = 1000 / perSec;
   const all = await d.paced(warmup + measured, intervalMs, (i) => ({ title: `steady ${i}` }));
   await removeAll(ctx, d, all);
