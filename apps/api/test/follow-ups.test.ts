@@ -1,12 +1,4 @@
-import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
-import {
-  removeSandboxesOfNamespace,
-  startLlmServer,
-  startService,
-  testRedisUrl,
-  testSandboxDriver,
-  waitFor,
-} from "@tern/testing";
+import { type ApiClient, type ScriptedLlmServer, type ServiceProcess, testSandboxDriver, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
@@ -17,55 +9,29 @@ import { startTestApi, type TestApi } from "./harness.ts";
 let api: TestApi;
 let llm: ScriptedLlmServer;
 let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let otherKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
-  llm = await startLlmServer();
+  api = await startTestApi({ llm: true });
+  llm = api.stack.llm;
   ({ key } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
+  client = api.client(key);
 });
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
+afterAll(async () => api?.close());
 
 /** A worker process on the test's database and Redis prefix, speaking to the scripted LLM as `provider`. */
 const startWorker = async (provider: "openai" | "anthropic" | "none") => {
   await worker?.stop();
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_POOL_SIZE: "0",
-    ...llm.workerEnv(provider),
-  });
+  worker = await api.stack.startWorker(llm.workerEnv(provider));
 };
 
 /** Starts a conversation through the API and follows its task until READY; returns the conversation id. */
-const startConversation = async (text: string, run: boolean): Promise<string> => {
-  const task = await json<{ id: string }>(
-    await api.call("/api/v1/app-conversations", {
-      method: "POST",
-      key,
-      json: { initial_message: { role: "user", content: [{ type: "text", text }], run } },
-    }),
-  );
-  return waitFor(
-    async () => {
-      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && (t.app_conversation_id ?? "");
-    },
-    { what: `start task ${task.id} to be READY`, timeoutMs: 60_000 },
-  );
-};
+const startConversation = async (text: string, run: boolean): Promise<string> =>
+  (await client.start({ initial_message: { role: "user", content: [{ type: "text", text }], run } }, 60_000)).id;
 
 interface ConversationRecord {
   id: string;
@@ -84,59 +50,13 @@ interface EventItem {
   [k: string]: unknown;
 }
 
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
-
-const conversation = async (id: string): Promise<ConversationRecord> => {
-  const [c] = await json<(ConversationRecord | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
-
-const waitForStatus = async (id: string, statuses: string[]) => {
-  let last = "";
-  await waitFor(
-    async () => {
-      last = (await conversation(id)).execution_status;
-      return statuses.includes(last);
-    },
-    {
-      what: `execution_status ${statuses.join(" or ")}`,
-      timeoutMs: 30_000,
-      detail: () => `it stayed ${last}\n${worker.output().slice(-3000)}`,
-    },
-  );
-  return conversation(id);
-};
-
+const conversation = (id: string) => client.conversation<ConversationRecord>(id);
+const waitForStatus = (id: string, statuses: string[]) =>
+  client.waitForExecution<ConversationRecord>(id, statuses, 30_000);
 /** Waits until the scripted replies are used up and the run that used them has ended. */
-const settle = async (id: string) => {
-  await waitFor(
-    async () => {
-      if (llm.remaining() > 0) return false;
-      const last = (await allEvents(id)).at(-1);
-      return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
-    },
-    { what: "the run to settle", timeoutMs: 30_000, detail: () => worker.output().slice(-3000) },
-  );
-  return conversation(id);
-};
-
-const allEvents = async (id: string): Promise<EventItem[]> => {
-  const items: EventItem[] = [];
-  let page: string | null = null;
-  do {
-    const res: { items: EventItem[]; next_page_id: string | null } = await json(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=7${page ? `&page_id=${page}` : ""}`, { key }),
-    );
-    items.push(...res.items);
-    page = res.next_page_id;
-  } while (page);
-  return items;
-};
+const settle = (id: string) => client.settle<ConversationRecord>(id, llm.remaining, 30_000);
+/** Seven at a time: the pages are followed. */
+const allEvents = (id: string) => client.events<EventItem>(id, 7);
 
 const say = (id: string, text: string, run: boolean, as = key) =>
   api.call(`/api/v1/conversation/${id}/events`, {
@@ -188,7 +108,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
 
   it("POST /events appends the message and, with run, the agent answers it with the whole history", async () => {
     llm.push({ text: "Second answer." });
-    expect(await json(await say(conversationId, "And now?", true))).toEqual({ success: true });
+    expect(await client.json(await say(conversationId, "And now?", true))).toEqual({ success: true });
     expect((await settle(conversationId)).execution_status).toBe("finished");
     const sent = JSON.stringify(llm.requests.at(-1)?.body);
     expect(sent.indexOf("Create notes.txt")).toBeLessThan(sent.indexOf("Created notes.txt."));
@@ -197,7 +117,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
 
   it("POST /events without run only stores the message; POST /run answers it", async () => {
     const asked = llm.requests.length;
-    expect(await json(await say(conversationId, "Quiet note.", false))).toEqual({ success: true });
+    expect(await client.json(await say(conversationId, "Quiet note.", false))).toEqual({ success: true });
     const events = await allEvents(conversationId);
     expect(events.at(-1)).toMatchObject({
       kind: "MessageEvent",
@@ -207,7 +127,9 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
     expect(llm.requests.length).toBe(asked);
     expect((await conversation(conversationId)).execution_status).toBe("finished");
     llm.push({ text: "Noted." });
-    expect(await json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }))).toEqual({
+    expect(
+      await client.json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key })),
+    ).toEqual({
       success: true,
     });
     expect((await settle(conversationId)).execution_status).toBe("finished");
@@ -220,20 +142,20 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
       { toolCalls: [{ name: "terminal", arguments: { command: "echo second >> notes.txt" } }], before: h.before },
       { text: "Appended." },
     );
-    await json(await say(conversationId, "Append a line.", true));
+    await client.json(await say(conversationId, "Append a line.", true));
     await h.inFlight;
     expect((await conversation(conversationId)).execution_status).toBe("running");
     const busy = await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key });
     expect(busy.status).toBe(409);
-    expect(await json(await api.call(`/api/v1/conversation/${conversationId}/pause`, { method: "POST", key }))).toEqual(
-      {
-        success: true,
-      },
-    );
+    expect(
+      await client.json(await api.call(`/api/v1/conversation/${conversationId}/pause`, { method: "POST", key })),
+    ).toEqual({
+      success: true,
+    });
     h.release();
     expect((await waitForStatus(conversationId, ["paused"])).execution_status).toBe("paused");
     expect(llm.remaining()).toBe(1);
-    await json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }));
+    await client.json(await api.call(`/api/v1/conversation/${conversationId}/run`, { method: "POST", key }));
     expect((await settle(conversationId)).execution_status).toBe("finished");
     const kinds = (await allEvents(conversationId)).map((e) =>
       e.kind === "ConversationStateUpdateEvent" ? e.value : e.kind,
@@ -276,7 +198,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
   });
 
   it("lists the follow-up routes in /openapi.json", async () => {
-    const doc = await json<{ paths: Record<string, Record<string, unknown>> }>(await api.call("/openapi.json"));
+    const doc = await client.json<{ paths: Record<string, Record<string, unknown>> }>(await api.call("/openapi.json"));
     expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/events"] ?? {})).toContain("post");
     expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/pause"] ?? {})).toContain("post");
     expect(Object.keys(doc.paths["/api/v1/conversation/{conversation_id}/run"] ?? {})).toContain("post");
@@ -319,7 +241,7 @@ describe.each(["openai", "anthropic"] as const)("follow-ups on a started convers
   it("DELETE removes the sandbox (sandbox_status MISSING), keeps the events, and refuses to run again", async () => {
     const before = (await allEvents(conversationId)).length;
     expect(
-      await json(await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })),
+      await client.json(await api.call(`/api/v1/app-conversations/${conversationId}`, { method: "DELETE", key })),
     ).toEqual({ success: true });
     await waitFor(async () => (await conversation(conversationId)).sandbox_status === "MISSING", {
       what: "sandbox_status MISSING",

@@ -1,12 +1,5 @@
-import type { ScriptedLlmServer, ServiceProcess } from "@tern/testing";
-import {
-  removeSandboxesOfNamespace,
-  startLlmServer,
-  startService,
-  testRedisUrl,
-  testSandboxDriver,
-  waitFor,
-} from "@tern/testing";
+import { parseId } from "@tern/core";
+import { type ApiClient, type ScriptedLlmServer, testSandboxDriver, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
@@ -17,31 +10,22 @@ import { startTestApi, type TestApi } from "./harness.ts";
  */
 let api: TestApi;
 let llm: ScriptedLlmServer;
-let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let otherKey: string;
 const sandboxes = testSandboxDriver();
 
 beforeAll(async () => {
-  api = await startTestApi();
-  llm = await startLlmServer();
+  api = await startTestApi({ worker: true, llm: true });
+  llm = api.stack.llm;
   ({ key } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_POOL_SIZE: "0",
-    ...llm.workerEnv("openai"),
-  });
+  client = api.client(key);
 });
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
+afterAll(async () => api?.close());
+
+const worker = () => api.stack.worker;
 
 interface ConversationRecord {
   id: string;
@@ -57,68 +41,44 @@ interface EventItem {
   llm_message?: { role: string };
 }
 
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
-
-const conversation = async (id: string): Promise<ConversationRecord> => {
-  const [c] = await json<(ConversationRecord | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
+const conversation = (id: string) => client.conversation<ConversationRecord>(id);
 
 const events = async (id: string): Promise<EventItem[]> =>
-  (await json<{ items: EventItem[] }>(await api.call(`/api/v1/conversation/${id}/events/search?limit=100`, { key })))
-    .items;
+  (
+    await client.json<{ items: EventItem[] }>(
+      await api.call(`/api/v1/conversation/${id}/events/search?limit=100`, { key }),
+    )
+  ).items;
 
 const kindsOf = (items: EventItem[]) =>
   items.map((e) => (e.kind === "ConversationStateUpdateEvent" ? e.value : e.kind));
 
 /** Starts a conversation whose first message starts the agent; resolves once it is READY. */
-const start = async (text: string): Promise<string> => {
-  const task = await json<{ id: string }>(
-    await api.call("/api/v1/app-conversations", {
-      method: "POST",
-      key,
-      json: { initial_message: { role: "user", content: [{ type: "text", text }] } },
-    }),
-  );
-  return waitFor(
-    async () => {
-      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && (t.app_conversation_id ?? "");
-    },
-    { what: `start task ${task.id} to be READY`, timeoutMs: 90_000 },
-  );
-};
+const start = async (text: string): Promise<string> =>
+  (await client.start({ initial_message: { role: "user", content: [{ type: "text", text }] } })).id;
 
 const sandboxOf = async (conversationId: string): Promise<string> => {
-  const [info] = await sandboxes.list({ "tern.namespace": api.prefix, "tern.conversation_id": toUuid(conversationId) });
+  const [info] = await sandboxes.list({
+    "tern.namespace": api.prefix,
+    "tern.conversation_id": parseId(conversationId) ?? "",
+  });
   if (!info) throw new Error("no sandbox");
   return info.ref;
 };
 
-const toUuid = (hex: string) =>
-  hex.includes("-")
-    ? hex
-    : `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-
 /** POST /interrupt as `headers` say; how long until the conversation is `paused` (ms). */
 const interruptAndTime = async (id: string, headers: Record<string, string>) => {
   const began = Date.now();
-  expect(await json(await api.call(`/api/v1/conversation/${id}/interrupt`, { method: "POST", headers }))).toEqual({
+  expect(
+    await client.json(await api.call(`/api/v1/conversation/${id}/interrupt`, { method: "POST", headers })),
+  ).toEqual({
     success: true,
   });
   await waitFor(async () => (await conversation(id)).execution_status === "paused", {
     what: "the run to stop",
     timeoutMs: 20_000,
     intervalMs: 20,
-    detail: () => worker.output().slice(-3000),
+    detail: () => worker().output().slice(-3000),
   });
   return Date.now() - began;
 };
@@ -134,7 +94,7 @@ describe("POST /api/v1/conversation/{id}/interrupt", () => {
     await waitFor(async () => (await sandboxes.exec(ref, { cmd: ["test", "-e", "/tmp/began"] })).exitCode === 0, {
       what: "the command to run",
       timeoutMs: 60_000,
-      detail: async () => `${JSON.stringify(await events(id))}\n${worker.output().slice(-3000)}`,
+      detail: async () => `${JSON.stringify(await events(id))}\n${worker().output().slice(-3000)}`,
     });
     const { session_api_key } = await conversation(id);
     const took = await interruptAndTime(id, { "X-Session-API-Key": session_api_key });
@@ -155,7 +115,7 @@ describe("POST /api/v1/conversation/{id}/interrupt", () => {
     // The sleep is gone from the sandbox, not left running.
     expect((await sandboxes.exec(ref, { cmd: ["pgrep", "-f", "sleep 60"] })).exitCode).toBe(1);
 
-    await json(await api.call(`/api/v1/conversation/${id}/run`, { method: "POST", key }));
+    await client.json(await api.call(`/api/v1/conversation/${id}/run`, { method: "POST", key }));
     await waitFor(async () => (await conversation(id)).execution_status === "finished", {
       what: "the continued run to finish",
       timeoutMs: 30_000,

@@ -1,20 +1,12 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { newId, parseId, toHexId } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
 import {
+  type ApiClient,
   createConversationFixture,
   type GitServer,
-  prepareTestSandboxes,
-  removeSandboxesOfNamespace,
   type ScriptedLlmServer,
-  type ServiceProcess,
   scaled,
-  startGitServer,
-  startLlmServer,
-  startService,
-  testRedisUrl,
-  testSandboxDriver,
-  testSandboxNetworkName,
   waitFor,
 } from "@tern/testing";
 import { unzipSync } from "fflate";
@@ -35,52 +27,22 @@ import { startTestApi, type TestApi } from "./harness.ts";
 let api: TestApi;
 let llm: ScriptedLlmServer;
 let git: GitServer;
-let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let userId: string;
 let otherKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
-  llm = await startLlmServer();
-  const driver = testSandboxDriver();
-  const { hostAddress } = await prepareTestSandboxes(driver);
-  const gitToken = `tok_${randomBytes(8).toString("hex")}`;
-  git = await startGitServer({ host: hostAddress, token: gitToken });
+  api = await startTestApi({ worker: true, git: true, llm: true, processTimeoutMs: 90_000 });
+  llm = api.stack.llm;
+  git = api.stack.git;
   await git.createFixtureRepo("yourusername/your-repo", { "README.md": "# your repo\n" });
   ({ key, userId } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
-  worker = await startService(
-    "worker",
-    {
-      DATABASE_URL: api.database.url,
-      REDIS_URL: testRedisUrl(),
-      REDIS_PREFIX: api.prefix,
-      SANDBOX_NETWORK: testSandboxNetworkName(),
-      SANDBOX_POOL_SIZE: "0",
-      GIT_BASE_URL: git.url,
-      GIT_TOKEN: gitToken,
-      // One team's deployment: the server's token serves every user (the docs' example brings none).
-      GIT_TOKEN_SHARED: "true",
-      ...llm.workerEnv("openai"),
-    },
-    { timeoutMs: 90_000 },
-  );
+  client = api.client(key);
 }, scaled(180_000));
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  await git?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
-
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
+afterAll(async () => api?.close());
 
 interface StartTask {
   id: string;
@@ -131,60 +93,16 @@ interface Page<T> {
 const text = (t: string) => [{ type: "text", text: t }];
 
 /** The docs' polling loop: start-tasks?ids= until READY; returns the conversation id. */
-const pollUntilReady = async (taskId: string, as = key): Promise<string> =>
-  waitFor(
-    async () => {
-      const [t] = await json<(StartTask | null)[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${taskId}`, { key: as }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && (t.app_conversation_id ?? "");
-    },
-    { what: `start task ${taskId} to be READY`, timeoutMs: 90_000, detail: () => worker.output().slice(-3000) },
-  );
+const pollUntilReady = (taskId: string, who = key): Promise<string> => client.as(who).waitForStart(taskId);
 
-const start = async (body: Record<string, unknown>, as = key) => {
-  const task = await json<StartTask>(
-    await api.call("/api/v1/app-conversations", { method: "POST", key: as, json: body }),
-  );
-  return { task, id: await pollUntilReady(task.id, as) };
-};
+const start = async (body: Record<string, unknown>, who = key) => client.as(who).start<StartTask>(body);
 
-const conversation = async (id: string, as = key): Promise<Conversation> => {
-  const [c] = await json<(Conversation | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key: as }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
+const conversation = (id: string, who = key) => client.as(who).conversation<Conversation>(id);
 
 /** The docs' second loop: until execution_status is terminal. */
-const waitForTerminal = async (id: string): Promise<Conversation> => {
-  let last = "";
-  await waitFor(
-    async () => {
-      last = (await conversation(id)).execution_status;
-      return ["finished", "error", "stuck"].includes(last);
-    },
-    {
-      what: "a terminal execution_status",
-      timeoutMs: 45_000,
-      detail: () => `last ${last}\n${worker.output().slice(-3000)}`,
-    },
-  );
-  return conversation(id);
-};
+const waitForTerminal = (id: string) => client.waitForExecution<Conversation>(id, ["finished", "error", "stuck"]);
 
-const allEvents = async (id: string): Promise<EventItem[]> => {
-  const items: EventItem[] = [];
-  let page: string | null = null;
-  do {
-    const res: Page<EventItem> = await json(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=100${page ? `&page_id=${page}` : ""}`, { key }),
-    );
-    items.push(...res.items);
-    page = res.next_page_id;
-  } while (page);
-  return items;
-};
+const allEvents = (id: string) => client.events<EventItem>(id);
 
 /** Made once, when a test first needs it; made again if that failed. */
 const lazily = <T>(make: () => Promise<T>): (() => Promise<T>) => {
@@ -197,17 +115,7 @@ const lazily = <T>(make: () => Promise<T>): (() => Promise<T>) => {
 };
 
 /** Waits until the replies scripted for `llmKey` are used up and the run that used them ended. */
-const settle = async (id: string, llmKey: string): Promise<Conversation> => {
-  await waitFor(
-    async () => {
-      if (llm.remainingFor(llmKey) > 0) return false;
-      const last = (await allEvents(id)).at(-1);
-      return last?.kind === "ConversationStateUpdateEvent" && last.value !== "running";
-    },
-    { what: "the run to settle", timeoutMs: 45_000, detail: () => worker.output().slice(-3000) },
-  );
-  return conversation(id);
-};
+const settle = (id: string, llmKey: string) => client.settle<Conversation>(id, () => llm.remainingFor(llmKey));
 
 const userTexts = (events: EventItem[]) =>
   events
@@ -223,7 +131,7 @@ const everyItem = async <T>(path: string, limit: number): Promise<T[]> => {
   let page: string | null = null;
   const sep = path.includes("?") ? "&" : "?";
   do {
-    const res: Page<T> = await json(
+    const res: Page<T> = await client.json(
       await api.call(`${path}${sep}limit=${limit}${page ? `&page_id=${encodeURIComponent(page)}` : ""}`, { key }),
     );
     out.push(...res.items);
@@ -301,7 +209,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
     const events = await allEvents(polled.id);
     const [a, b] = [events[2]!, events[0]!];
     const asked = [a.id, "not-an-id", b.id.replaceAll("-", ""), randomUUID()];
-    const got = await json<(EventItem | null)[]>(
+    const got = await client.json<(EventItem | null)[]>(
       await api.call(`/api/v1/conversation/${polled.id}/events?${asked.map((i) => `id=${i}`).join("&")}`, { key }),
     );
     expect(got).toEqual([a, null, b, null]);
@@ -312,7 +220,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
   it("send-message without run runs the agent; run: false only stores", async () => {
     const polled = await polledConversation();
     llm.pushFor(README_ASK, { text: "Second answer." });
-    const answer = await json<{ success: boolean; sandbox_status: string; message: string | null }>(
+    const answer = await client.json<{ success: boolean; sandbox_status: string; message: string | null }>(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
         key,
@@ -324,7 +232,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
     expect(JSON.stringify(llm.requestsFor(README_ASK).at(-1)?.body)).toContain("And now?");
 
     const asked = llm.requestsFor(README_ASK).length;
-    await json(
+    await client.json(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
         key,
@@ -343,7 +251,7 @@ describe("the docs' Complete Polling Example, unchanged", () => {
       json: { content: text("x") },
     });
     expect(other.status).toBe(404);
-    const bad = await json<{ error: { message: string }; detail: string }>(
+    const bad = await client.json<{ error: { message: string }; detail: string }>(
       await api.call(`/api/v1/app-conversations/${polled.id}/send-message`, {
         method: "POST",
         key,
@@ -463,7 +371,9 @@ describe("every V1 start field", () => {
     const all = await everyItem<Conversation>("/api/v1/app-conversations/search?include_sub_conversations=true", 100);
     expect(all.map((x) => x.id)).toContain(childId);
     expect(
-      await json<number>(await api.call("/api/v1/app-conversations/count?include_sub_conversations=true", { key })),
+      await client.json<number>(
+        await api.call("/api/v1/app-conversations/count?include_sub_conversations=true", { key }),
+      ),
     ).toBe(all.length);
   });
 
@@ -481,7 +391,7 @@ describe("every V1 start field", () => {
       [{ pr_number: ["seven"] }, /^pr_number\.0:/],
     ];
     for (const [body, field] of cases) {
-      const res = await json<{ error: { message: string } }>(
+      const res = await client.json<{ error: { message: string } }>(
         await api.call("/api/v1/app-conversations", { method: "POST", key, json: body }),
         422,
       );
@@ -497,7 +407,7 @@ describe("searches, counts and PATCH", () => {
     await catConversation();
     const every = await everyItem<Conversation>("/api/v1/app-conversations/search", 1);
     expect(every.length).toBeGreaterThanOrEqual(2);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/count", { key }))).toBe(every.length);
+    expect(await client.json<number>(await api.call("/api/v1/app-conversations/count", { key }))).toBe(every.length);
     // Newest first by default.
     expect(every.map((c) => c.created_at)).toEqual([...every.map((c) => c.created_at)].sort().reverse());
 
@@ -522,7 +432,9 @@ describe("searches, counts and PATCH", () => {
     ];
     for (const f of filters) {
       const items = await everyItem<Conversation>(`/api/v1/app-conversations/search?${f}`, 1);
-      expect(await json<number>(await api.call(`/api/v1/app-conversations/count?${f}`, { key })), f).toBe(items.length);
+      expect(await client.json<number>(await api.call(`/api/v1/app-conversations/count?${f}`, { key })), f).toBe(
+        items.length,
+      );
     }
     const cats = await everyItem<Conversation>("/api/v1/app-conversations/search?title__contains=cat%20QUEST", 10);
     expect(cats.map((c) => c.title)).toEqual(["Cat question"]);
@@ -531,10 +443,12 @@ describe("searches, counts and PATCH", () => {
       10,
     );
     expect(sandboxed.map((c) => c.id)).toEqual([every[0]!.id]);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/count", { key: otherKey }))).toBe(0);
+    expect(await client.json<number>(await api.call("/api/v1/app-conversations/count", { key: otherKey }))).toBe(0);
 
     // A cursor is bound to its order and filters.
-    const first = await json<Page<Conversation>>(await api.call("/api/v1/app-conversations/search?limit=1", { key }));
+    const first = await client.json<Page<Conversation>>(
+      await api.call("/api/v1/app-conversations/search?limit=1", { key }),
+    );
     expect(
       (
         await api.call(`/api/v1/app-conversations/search?limit=1&sort_order=TITLE&page_id=${first.next_page_id}`, {
@@ -543,7 +457,7 @@ describe("searches, counts and PATCH", () => {
       ).status,
     ).toBe(400);
     for (const bad of ["sort_order=NEWEST", "created_at__gte=yesterday", "limit=0"]) {
-      const res = await json<{ error: { message: string } }>(
+      const res = await client.json<{ error: { message: string } }>(
         await api.call(`/api/v1/app-conversations/search?${bad}`, { key }),
         422,
       );
@@ -555,7 +469,7 @@ describe("searches, counts and PATCH", () => {
     // At least one READY task.
     await polledConversation();
     const every = await everyItem<StartTask>("/api/v1/app-conversations/start-tasks/search", 1);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key }))).toBe(
+    expect(await client.json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key }))).toBe(
       every.length,
     );
     const oldest = await everyItem<StartTask>("/api/v1/app-conversations/start-tasks/search?sort_order=CREATED_AT", 2);
@@ -572,18 +486,19 @@ describe("searches, counts and PATCH", () => {
       `updated_at__lt=${encodeURIComponent(ready.updated_at)}`,
     ]) {
       const items = await everyItem<StartTask>(`/api/v1/app-conversations/start-tasks/search?${f}`, 1);
-      expect(await json<number>(await api.call(`/api/v1/app-conversations/start-tasks/count?${f}`, { key })), f).toBe(
-        items.length,
-      );
+      expect(
+        await client.json<number>(await api.call(`/api/v1/app-conversations/start-tasks/count?${f}`, { key })),
+        f,
+      ).toBe(items.length);
     }
     const mine = await everyItem<StartTask>(
       `/api/v1/app-conversations/start-tasks/search?conversation_id__eq=${ready.app_conversation_id}`,
       5,
     );
     expect(mine.map((t) => t.id)).toEqual([ready.id]);
-    expect(await json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key: otherKey }))).toBe(
-      0,
-    );
+    expect(
+      await client.json<number>(await api.call("/api/v1/app-conversations/start-tasks/count", { key: otherKey })),
+    ).toBe(0);
     expect((await api.call("/api/v1/app-conversations/start-tasks/search?sort_order=TITLE", { key })).status).toBe(422);
   });
 
@@ -593,7 +508,7 @@ describe("searches, counts and PATCH", () => {
     const made = await createConversationFixture(api.database.db, { userId: owner.userId, title: "Patch target" });
     const id = toHexId(made.conversationId);
     const target = await conversation(id, owner.key);
-    const patched = await json<Conversation>(
+    const patched = await client.json<Conversation>(
       await api.call(`/api/v1/app-conversations/${id}`, {
         method: "PATCH",
         key: owner.key,
@@ -618,13 +533,13 @@ describe("searches, counts and PATCH", () => {
       [{ git_provider: "sourceforge" }, /^git_provider:/],
     ];
     for (const [body, field] of bad) {
-      const res = await json<{ error: { message: string } }>(
+      const res = await client.json<{ error: { message: string } }>(
         await api.call(`/api/v1/app-conversations/${id}`, { method: "PATCH", key: owner.key, json: body }),
         422,
       );
       expect(res.error.message).toMatch(field);
     }
-    const cleared = await json<Conversation>(
+    const cleared = await client.json<Conversation>(
       await api.call(`/api/v1/app-conversations/${id}`, {
         method: "PATCH",
         key: owner.key,
@@ -674,7 +589,7 @@ describe("stream-start and pending messages", () => {
   it("messages sent to task-{id} before READY are delivered in order once READY, and answered", async () => {
     const initial = "Initial, with pending ones queued";
     llm.pushFor(initial, { text: "Initial answered." }, { text: "Pending answered." });
-    const task = await json<StartTask>(
+    const task = await client.json<StartTask>(
       await api.call("/api/v1/app-conversations", {
         method: "POST",
         key,
@@ -684,7 +599,7 @@ describe("stream-start and pending messages", () => {
     const queued = [];
     for (const t of ["first pending", "second pending", "third pending"]) {
       queued.push(
-        await json<{ id: string; queued: boolean; position: number }>(
+        await client.json<{ id: string; queued: boolean; position: number }>(
           await api.call(`/api/v1/conversations/task-${task.id}/pending-messages`, {
             method: "POST",
             key,
@@ -716,7 +631,11 @@ describe("stream-start and pending messages", () => {
       async () =>
         JSON.stringify(llm.requestsFor(initial).at(-1)?.body ?? "").includes("third pending") &&
         (await conversation(id)).execution_status === "finished",
-      { what: "the pending messages to be answered", timeoutMs: 45_000, detail: () => worker.output().slice(-3000) },
+      {
+        what: "the pending messages to be answered",
+        timeoutMs: 45_000,
+        detail: () => api.stack.worker.output().slice(-3000),
+      },
     );
     const texts = userTexts(await allEvents(id));
     expect(texts).toEqual([initial, "first pending", "second pending", "third pending"]);
@@ -727,7 +646,7 @@ describe("stream-start and pending messages", () => {
     const task = await startTasksRepository(api.database.db).create(userId, {});
     const hex = toHexId(task.id);
     for (let i = 1; i <= 10; i++) {
-      const r = await json<{ queued: boolean; position: number }>(
+      const r = await client.json<{ queued: boolean; position: number }>(
         await api.call(`/api/v1/conversations/task-${hex}/pending-messages`, {
           method: "POST",
           key,
@@ -752,7 +671,7 @@ describe("stream-start and pending messages", () => {
       });
       expect(res.status, bad).toBe(404);
     }
-    const invalid = await json<{ error: { message: string } }>(
+    const invalid = await client.json<{ error: { message: string } }>(
       await api.call(`/api/v1/conversations/task-${hex}/pending-messages`, { method: "POST", key, json: {} }),
       422,
     );
@@ -796,7 +715,7 @@ describe("pause and resume through the V1 routes", () => {
     const { id } = await start({ initial_message: { content: text("Say it.") } });
     const { sandbox_id: sandboxId } = await conversation(id);
     await llmAsked;
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
       success: true,
     });
     expect((await conversation(id)).sandbox_status).toBe("PAUSED");
@@ -808,9 +727,11 @@ describe("pause and resume through the V1 routes", () => {
     expect(paused.status).toBe(409);
     expect(((await paused.json()) as { detail: string }).detail).toContain("resume");
     release();
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual({
-      success: true,
-    });
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual(
+      {
+        success: true,
+      },
+    );
     const done = await waitForTerminal(id);
     expect(done.execution_status).toBe("finished");
     const events = await allEvents(id);
@@ -820,7 +741,7 @@ describe("pause and resume through the V1 routes", () => {
     ]);
     expect(JSON.stringify(events.find((e) => e.kind === "ObservationEvent"))).toContain("resumed-ok");
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
       success: true,
     });
     const gone = await api.call(`/api/v1/app-conversations/${id}/send-message`, {
@@ -834,19 +755,8 @@ describe("pause and resume through the V1 routes", () => {
 
 describe("image blocks reach an Anthropic model too", () => {
   it("a data: URL is sent as a base64 image source, an http(s) URL as a url source", async () => {
-    await worker.stop();
-    worker = await startService(
-      "worker",
-      {
-        DATABASE_URL: api.database.url,
-        REDIS_URL: testRedisUrl(),
-        REDIS_PREFIX: api.prefix,
-        SANDBOX_NETWORK: testSandboxNetworkName(),
-        SANDBOX_POOL_SIZE: "0",
-        ...llm.workerEnv("anthropic"),
-      },
-      { timeoutMs: 90_000 },
-    );
+    await api.stack.worker.stop();
+    await api.stack.startWorker(llm.workerEnv("anthropic"));
     llm.pushFor("Compare them.", { text: "Two pictures." });
     const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
     const { id } = await start({
@@ -882,7 +792,7 @@ describe("image blocks reach an Anthropic model too", () => {
 
 describe("the OpenAPI document", () => {
   it("lists every V1 route with its schemas", async () => {
-    const doc = await json<{ paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }>(
+    const doc = await client.json<{ paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }>(
       await api.call("/openapi.json"),
     );
     const routes: [string, string][] = [

@@ -3,18 +3,11 @@ import { parseId, toHexId } from "@tern/core";
 import { conversationsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
 import { liveWorkers } from "@tern/queue";
 import {
+  type ApiClient,
   type GitServer,
-  prepareTestSandboxes,
-  removeSandboxesOfNamespace,
   type ScriptedLlmServer,
-  type ServiceProcess,
   scaled,
-  startGitServer,
-  startLlmServer,
-  startService,
-  testRedisUrl,
   testSandboxDriver,
-  testSandboxNetworkName,
   waitFor,
 } from "@tern/testing";
 import { unzipSync } from "fflate";
@@ -30,7 +23,7 @@ let api: TestApi;
 let llm: ScriptedLlmServer;
 let git: GitServer;
 let driver: ReturnType<typeof testSandboxDriver>;
-let worker: ServiceProcess;
+let client: ApiClient;
 let key: string;
 let userId: string;
 let otherKey: string;
@@ -45,42 +38,22 @@ const REPO_FILES: Record<string, string> = {
 };
 
 beforeAll(async () => {
-  api = await startTestApi({ env: { SANDBOX_IMAGES: ` ${OLD_IMAGE} , tern-sandbox:latest ` } });
-  llm = await startLlmServer();
+  api = await startTestApi({
+    env: { SANDBOX_IMAGES: ` ${OLD_IMAGE} , tern-sandbox:latest ` },
+    worker: true,
+    git: true,
+    llm: true,
+  });
+  llm = api.stack.llm;
+  git = api.stack.git;
   driver = testSandboxDriver();
-  const { hostAddress } = await prepareTestSandboxes(driver);
-  const gitToken = `tok_${randomBytes(8).toString("hex")}`;
-  git = await startGitServer({ host: hostAddress, token: gitToken });
   await git.createFixtureRepo("acme/widgets", REPO_FILES);
   ({ key, userId } = await api.newUser());
   ({ key: otherKey } = await api.newUser());
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_NETWORK: testSandboxNetworkName(),
-    SANDBOX_POOL_SIZE: "0",
-    GIT_BASE_URL: git.url,
-    GIT_TOKEN: gitToken,
-    // One team's deployment: the server's token serves every user (no user brings their own here).
-    GIT_TOKEN_SHARED: "true",
-    ...llm.workerEnv("openai"),
-  });
+  client = api.client(key);
 }, scaled(120_000));
 
-afterAll(async () => {
-  await worker?.stop();
-  await llm?.close();
-  await git?.close();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
-
-const json = async <T>(res: Response, status = 200): Promise<T> => {
-  const text = await res.text();
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
+afterAll(async () => api?.close());
 
 interface Conversation {
   id: string;
@@ -109,44 +82,19 @@ interface EventItem {
 }
 
 /** Starts a conversation through the API and follows its task to READY; returns the conversation and task ids. */
-const start = async (body: Record<string, unknown>, as = key): Promise<{ id: string; taskId: string }> => {
-  const task = await json<{ id: string }>(
-    await api.call("/api/v1/app-conversations", { method: "POST", key: as, json: body }),
-  );
-  const id = await waitFor(
-    async () => {
-      const [t] = await json<{ status: string; app_conversation_id: string | null; detail: string | null }[]>(
-        await api.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, { key: as }),
-      );
-      if (t?.status === "ERROR") throw new Error(`start failed: ${t.detail}`);
-      return t?.status === "READY" && t.app_conversation_id;
-    },
-    { what: `start task ${task.id} to be READY`, timeoutMs: 90_000, detail: () => worker.output().slice(-3000) },
-  );
+const start = async (body: Record<string, unknown>, who = key): Promise<{ id: string; taskId: string }> => {
+  const { id, task } = await client.as(who).start(body);
   return { id, taskId: task.id };
 };
 
-const conversation = async (id: string, as = key): Promise<Conversation> => {
-  const [c] = await json<(Conversation | null)[]>(await api.call(`/api/v1/app-conversations?ids=${id}`, { key: as }));
-  if (!c) throw new Error("conversation not found");
-  return c;
-};
+const conversation = (id: string, who = key) => client.as(who).conversation<Conversation>(id);
 
-const sandboxes = async (ids: string[], as = key) =>
-  json<(SandboxInfo | null)[]>(await api.call(`/api/v1/sandboxes?${ids.map((i) => `id=${i}`).join("&")}`, { key: as }));
+const sandboxes = async (ids: string[], who = key) =>
+  client.json<(SandboxInfo | null)[]>(
+    await api.call(`/api/v1/sandboxes?${ids.map((i) => `id=${i}`).join("&")}`, { key: who }),
+  );
 
-const allEvents = async (id: string): Promise<EventItem[]> => {
-  const items: EventItem[] = [];
-  let page: string | null = null;
-  do {
-    const res: { items: EventItem[]; next_page_id: string | null } = await json(
-      await api.call(`/api/v1/conversation/${id}/events/search?limit=100${page ? `&page_id=${page}` : ""}`, { key }),
-    );
-    items.push(...res.items);
-    page = res.next_page_id;
-  } while (page);
-  return items;
-};
+const allEvents = (id: string) => client.events<EventItem>(id);
 
 /** The driver's reference of a sandbox (tests look at it with the driver; the API never does). */
 const refOf = async (sandboxHex: string): Promise<string> => {
@@ -155,24 +103,10 @@ const refOf = async (sandboxHex: string): Promise<string> => {
   return row.ref;
 };
 
-const readFile = (id: string, path: string, as = key) =>
-  api.call(`/api/v1/app-conversations/${id}/file?file_path=${encodeURIComponent(path)}`, { key: as });
+const readFile = (id: string, path: string, who = key) =>
+  api.call(`/api/v1/app-conversations/${id}/file?file_path=${encodeURIComponent(path)}`, { key: who });
 
-const waitForExecution = async (id: string, statuses: string[]) => {
-  let last = "";
-  await waitFor(
-    async () => {
-      last = (await conversation(id)).execution_status;
-      return statuses.includes(last);
-    },
-    {
-      what: `execution_status ${statuses.join(" or ")}`,
-      timeoutMs: 45_000,
-      detail: () => `last ${last}\n${worker.output().slice(-3000)}`,
-    },
-  );
-  return conversation(id);
-};
+const waitForExecution = (id: string, statuses: string[]) => client.waitForExecution<Conversation>(id, statuses);
 
 /** The state of a run's job, on the queue of the engine that holds its conversation's sandbox. */
 const runJobState = async (conversationId: string, runId: string) => {
@@ -191,7 +125,7 @@ describe("a conversation started from a repository", () => {
   }, scaled(120_000));
 
   it("lists the skills the repository brought, in OpenHands' shape", async () => {
-    const body = await json<{ skills: { name: string; type: string; content: string; triggers: string[] }[] }>(
+    const body = await client.json<{ skills: { name: string; type: string; content: string; triggers: string[] }[] }>(
       await api.call(`/api/v1/app-conversations/${conv.id}/skills`, { key }),
     );
     const byName = new Map(body.skills.map((s) => [s.name, s]));
@@ -205,7 +139,7 @@ describe("a conversation started from a repository", () => {
   });
 
   it("lists the git hook SETTING_UP_GIT_HOOKS installed", async () => {
-    const body = await json<{ hooks: unknown[] }>(
+    const body = await client.json<{ hooks: unknown[] }>(
       await api.call(`/api/v1/app-conversations/${conv.id}/hooks`, { key }),
     );
     expect(body).toEqual({
@@ -222,8 +156,12 @@ describe("a conversation started from a repository", () => {
       ],
     });
     const empty = await start({});
-    expect(await json(await api.call(`/api/v1/app-conversations/${empty.id}/hooks`, { key }))).toEqual({ hooks: [] });
-    expect(await json(await api.call(`/api/v1/app-conversations/${empty.id}/skills`, { key }))).toEqual({ skills: [] });
+    expect(await client.json(await api.call(`/api/v1/app-conversations/${empty.id}/hooks`, { key }))).toEqual({
+      hooks: [],
+    });
+    expect(await client.json(await api.call(`/api/v1/app-conversations/${empty.id}/skills`, { key }))).toEqual({
+      skills: [],
+    });
   });
 
   it("reads a file of the workspace through a worker, by relative or absolute path and through inner symlinks", async () => {
@@ -236,13 +174,13 @@ describe("a conversation started from a repository", () => {
       ],
     });
     expect(made.exitCode).toBe(0);
-    expect(await json(await readFile(conv.id, "README.md"))).toBe(REPO_FILES["README.md"]);
-    expect(await json(await readFile(conv.id, "/workspace/widgets/docs/guide.md"))).toBe("A guide.\n");
-    expect(await json(await readFile(conv.id, "sub/../docs/guide.md"))).toBe("A guide.\n");
-    expect(await json(await readFile(conv.id, "readme-link"))).toBe(REPO_FILES["README.md"]);
+    expect(await client.json(await readFile(conv.id, "README.md"))).toBe(REPO_FILES["README.md"]);
+    expect(await client.json(await readFile(conv.id, "/workspace/widgets/docs/guide.md"))).toBe("A guide.\n");
+    expect(await client.json(await readFile(conv.id, "sub/../docs/guide.md"))).toBe("A guide.\n");
+    expect(await client.json(await readFile(conv.id, "readme-link"))).toBe(REPO_FILES["README.md"]);
     // As OpenHands answers: what names no regular file reads as "".
-    expect(await json(await readFile(conv.id, "no-such-file.md"))).toBe("");
-    expect(await json(await readFile(conv.id, "sub"))).toBe("");
+    expect(await client.json(await readFile(conv.id, "no-such-file.md"))).toBe("");
+    expect(await client.json(await readFile(conv.id, "sub"))).toBe("");
   });
 
   it("refuses with 403 a path that leaves the workspace, directly or through a symlink", async () => {
@@ -258,7 +196,7 @@ describe("a conversation started from a repository", () => {
     ]) {
       const res = await readFile(conv.id, path);
       expect(res.status, path).toBe(403);
-      const body = await json<{ error: { code: string }; detail: string }>(res, 403);
+      const body = await client.json<{ error: { code: string }; detail: string }>(res, 403);
       expect(body.error.code).toBe("forbidden");
       expect(body.detail).toMatch(/outside the workspace/);
     }
@@ -267,7 +205,7 @@ describe("a conversation started from a repository", () => {
   it("answers 404 for another user's conversation or a start task's id, and 422 for a bad file_path", async () => {
     expect((await readFile(conv.id, "README.md", otherKey)).status).toBe(404);
     expect((await readFile(conv.taskId, "README.md")).status).toBe(404);
-    const empty = await json<{ error: { message: string } }>(
+    const empty = await client.json<{ error: { message: string } }>(
       await api.call(`/api/v1/app-conversations/${conv.id}/file?file_path=`, { key }),
       422,
     );
@@ -298,7 +236,7 @@ describe("a conversation started from a repository", () => {
   it("answers a download of a start task's id with 404", async () => {
     const res = await api.call(`/api/v1/app-conversations/${conv.taskId}/download`, { key });
     expect(res.status).toBe(404);
-    expect((await json<{ error: { code: string } }>(res, 404)).error.code).toBe("not_found");
+    expect((await client.json<{ error: { code: string } }>(res, 404)).error.code).toBe("not_found");
   });
 });
 
@@ -316,7 +254,7 @@ describe("sandboxes", () => {
     const items: SandboxInfo[] = [];
     let page: string | null = null;
     do {
-      const res: { items: SandboxInfo[]; next_page_id: string | null } = await json(
+      const res: { items: SandboxInfo[]; next_page_id: string | null } = await client.json(
         await api.call(`/api/v1/sandboxes/search?limit=1${page ? `&page_id=${page}` : ""}`, { key }),
       );
       expect(res.items.length).toBeLessThanOrEqual(1);
@@ -355,11 +293,11 @@ describe("sandboxes", () => {
   });
 
   it("validates: the batch needs 1 to 100 ids, the search a limit of 1 to 100", async () => {
-    const none = await json<{ error: { message: string } }>(await api.call("/api/v1/sandboxes", { key }), 422);
+    const none = await client.json<{ error: { message: string } }>(await api.call("/api/v1/sandboxes", { key }), 422);
     expect(none.error.message).toMatch(/^id:/);
     const many = Array.from({ length: 101 }, () => `id=${randomBytes(16).toString("hex")}`).join("&");
     expect((await api.call(`/api/v1/sandboxes?${many}`, { key })).status).toBe(422);
-    const limit = await json<{ error: { message: string } }>(
+    const limit = await client.json<{ error: { message: string } }>(
       await api.call("/api/v1/sandboxes/search?limit=0", { key }),
       422,
     );
@@ -395,7 +333,7 @@ describe("sandboxes", () => {
     const ref = await refOf(sandboxId);
     await llmAsked;
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/pause`, { method: "POST", key }))).toEqual({
       success: true,
     });
     // Answered once it took effect: the engine has it frozen, and both records say PAUSED.
@@ -422,9 +360,11 @@ describe("sandboxes", () => {
     expect(waiting.map((e) => e.kind)).not.toContain("AgentErrorEvent");
     expect((await conversation(conv.id)).execution_status).toBe("running");
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual({
-      success: true,
-    });
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}/resume`, { method: "POST", key }))).toEqual(
+      {
+        success: true,
+      },
+    );
     expect((await driver.inspect(ref))?.state).toBe("running");
     const finished = await waitForExecution(conv.id, ["finished", "error", "stuck"]);
     expect(finished.execution_status).toBe("finished");
@@ -499,7 +439,7 @@ describe("sandboxes", () => {
     );
     expect((await api.call("/api/v1/sandboxes/not-an-id/resume", { method: "POST", key })).status).toBe(404);
 
-    expect(await json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
+    expect(await client.json(await api.call(`/api/v1/sandboxes/${sandboxId}`, { method: "DELETE", key }))).toEqual({
       success: true,
     });
     expect(await driver.inspect(ref)).toBeNull();
@@ -511,7 +451,7 @@ describe("sandboxes", () => {
     expect((await conversation(conv.id)).sandbox_status).toBe("MISSING");
     for (const verb of ["pause", "resume"]) {
       const res = await api.call(`/api/v1/sandboxes/${sandboxId}/${verb}`, { method: "POST", key });
-      expect((await json<{ error: { code: string } }>(res, 410)).error.code).toBe("gone");
+      expect((await client.json<{ error: { code: string } }>(res, 410)).error.code).toBe("gone");
     }
     expect((await readFile(conv.id, "x")).status).toBe(410);
     // Removing again changes nothing; the conversation's record and events stay.
@@ -536,7 +476,7 @@ describe("sandboxes", () => {
       ["DELETE", ""],
     ] as const) {
       const res = await api.call(`/api/v1/sandboxes/${toHexId(row.id)}${path ? `/${path}` : ""}`, { method, key });
-      expect((await json<{ error: { code: string } }>(res, 409)).error.code).toBe("conflict");
+      expect((await client.json<{ error: { code: string } }>(res, 409)).error.code).toBe("conflict");
     }
   });
 });
@@ -551,7 +491,7 @@ describe("sandbox specs", () => {
   }
 
   it("lists the images this deployment offers: SANDBOX_IMAGE first, then SANDBOX_IMAGES", async () => {
-    const first = await json<{ items: Spec[]; next_page_id: string | null }>(
+    const first = await client.json<{ items: Spec[]; next_page_id: string | null }>(
       await api.call("/api/v1/sandbox-specs/search", { key }),
     );
     expect(first.items.map((s) => s.id)).toEqual(["tern-sandbox:latest", OLD_IMAGE]);
@@ -564,17 +504,19 @@ describe("sandbox specs", () => {
       working_dir: "/workspace",
     });
     // Paged, and the times stay what they were.
-    const one = await json<{ items: Spec[]; next_page_id: string | null }>(
+    const one = await client.json<{ items: Spec[]; next_page_id: string | null }>(
       await api.call("/api/v1/sandbox-specs/search?limit=1", { key }),
     );
     expect(one.items).toEqual([first.items[0]]);
-    const next = await json<{ items: Spec[]; next_page_id: string | null }>(
+    const next = await client.json<{ items: Spec[]; next_page_id: string | null }>(
       await api.call(`/api/v1/sandbox-specs/search?limit=1&page_id=${one.next_page_id}`, { key }),
     );
     expect(next).toEqual({ items: [first.items[1]], next_page_id: null });
 
     expect(
-      await json(await api.call(`/api/v1/sandbox-specs?id=${OLD_IMAGE}&id=nope:1&id=tern-sandbox:latest`, { key })),
+      await client.json(
+        await api.call(`/api/v1/sandbox-specs?id=${OLD_IMAGE}&id=nope:1&id=tern-sandbox:latest`, { key }),
+      ),
     ).toEqual([first.items[1], null, first.items[0]]);
     expect((await api.call("/api/v1/sandbox-specs", { key })).status).toBe(422);
   });
@@ -585,8 +527,8 @@ describe("the workers' internal HTTP server", () => {
     const [entry] = await liveWorkers(api.redis, api.prefix);
     expect(entry?.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const url = entry?.url ?? "";
-    expect(await json(await fetch(`${url}/health`))).toEqual({ status: "ok" });
-    expect(await json(await fetch(`${url}/ready`))).toMatchObject({ status: "ok" });
+    expect(await client.json(await fetch(`${url}/health`))).toEqual({ status: "ok" });
+    expect(await client.json(await fetch(`${url}/ready`))).toMatchObject({ status: "ok" });
     const anyId = randomBytes(16).toString("hex");
     const denied = await fetch(`${url}/internal/sandboxes/${anyId}/file?path=x`);
     expect(denied.status).toBe(401);
@@ -597,7 +539,7 @@ describe("the workers' internal HTTP server", () => {
   });
 
   it("lists every new route in /openapi.json with its schemas", async () => {
-    const doc = await json<{
+    const doc = await client.json<{
       paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>>;
       components: { schemas: Record<string, unknown> };
     }>(await api.call("/openapi.json"));
@@ -637,9 +579,9 @@ describe("the workers' internal HTTP server", () => {
 
   it("with no worker alive, a read that needs a sandbox answers 503", async () => {
     const conv = await start({});
-    await worker.stop();
+    await api.stack.worker.stop();
     expect(await liveWorkers(api.redis, api.prefix)).toEqual([]);
     const res = await readFile(conv.id, "README.md");
-    expect((await json<{ error: { code: string } }>(res, 503)).error.code).toBe("service_unavailable");
+    expect((await client.json<{ error: { code: string } }>(res, 503)).error.code).toBe("service_unavailable");
   });
 });

@@ -207,6 +207,13 @@ const OWNER_CALLS: Record<string, OwnerCall> = {
   "DELETE /api/v1/git/providers/{id}": { ids: async () => ({ id: await fresh.gitProvider() }), status: 200 },
 };
 
+/**
+ * The error code an owner's non-2xx answer carries: the refusal is the one the route documents for
+ * its owner (a sandbox gone, a stream hub absent, a run in the way), not some other error that
+ * happens to share the status.
+ */
+const OWNER_ERROR_CODES: Record<number, string> = { 409: "conflict", 410: "gone", 503: "service_unavailable" };
+
 /** Operations with an id that names nothing a user owns: every user gets the same answer. */
 const SHARED_IDS: Record<string, string> = {
   "GET /api/v1/sandbox-specs": "a sandbox spec is an image the deployment offers to everyone",
@@ -330,7 +337,18 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
       [...Object.keys(OWNER_CALLS), ...Object.keys(SHARED_IDS)].filter((r) => !withIds.includes(r)),
       "listed, but not in the document",
     ).toEqual([]);
-    console.log(`tenancy matrix covers ${withIds.length} operations with an id:\n  ${withIds.join("\n  ")}`);
+    // The positive control is only one if the owner's expected answer is not the stranger's.
+    expect(
+      Object.entries(OWNER_CALLS)
+        .filter(([, c]) => c.status === 404 || (c.status >= 400 && !(c.status in OWNER_ERROR_CODES)))
+        .map(([r]) => r),
+      "owner answers that are 404 or have no expected code",
+    ).toEqual([]);
+    console.log(
+      `tenancy matrix covers ${withIds.length} operations with an id (owner's status):\n  ${withIds
+        .map((r) => `${r} -> ${OWNER_CALLS[r]?.status ?? "shared"}`)
+        .join("\n  ")}`,
+    );
   });
 
   it("for each operation with an id: Bob gets 404 (a batch: nulls) and Alice, the owner, gets what she asked for", async () => {
@@ -350,8 +368,14 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
         failures.push(`${route} answered Bob ${asBob.status} ${asBob.text.slice(0, 200)}, not nulls`);
       }
       const asAlice = await statusOf(op, await ask(op, ids, alice));
+      const aliceCode =
+        asAlice.status >= 400 ? (JSON.parse(asAlice.text) as { error?: { code?: string } }).error?.code : undefined;
       if (asAlice.status !== call.status) {
         failures.push(`${route} answered Alice ${asAlice.status}, not ${call.status}: ${asAlice.text.slice(0, 200)}`);
+      } else if (call.status >= 400 && aliceCode !== OWNER_ERROR_CODES[call.status]) {
+        failures.push(
+          `${route} answered Alice ${call.status} with code ${aliceCode}, not ${OWNER_ERROR_CODES[call.status]}`,
+        );
       } else if (batch && (JSON.parse(asAlice.text) as unknown[]).some((x) => x === null)) {
         failures.push(`${route} answered Alice's own batch with a null: ${asAlice.text.slice(0, 200)}`);
       }

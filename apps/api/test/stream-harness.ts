@@ -28,18 +28,7 @@ export const startStreamTestApi = async (env: Record<string, string> = {}): Prom
     const feed = createChangeFeed(api.database.url);
     await feed.ready;
     const hub = createStreamHub(api.database.db, feed);
-    const app = createApp({
-      config: api.config,
-      db: api.database.db,
-      redis: api.redis,
-      queues: api.queues,
-      logger: api.logger,
-      secretBox: api.secretBox,
-      keyUsage: api.keyUsage,
-      sandboxEvents: api.sandboxEvents,
-      workerAccess: api.workerAccess,
-      streams: hub,
-    });
+    const app = createApp({ ...api.deps, streams: hub });
     const server = serve({
       fetch: app.fetch,
       port: 0,

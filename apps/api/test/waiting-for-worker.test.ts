@@ -1,41 +1,14 @@
-import { createUserWithKey } from "@tern/services";
-import {
-  createRedisPrefix,
-  createTestDatabase,
-  deleteRedisPrefix,
-  removeSandboxesOfNamespace,
-  type ServiceProcess,
-  startService,
-  type TestDatabase,
-  tenancyLimitsOff,
-  testRedisUrl,
-  testSandboxNetworkName,
-  waitFor,
-} from "@tern/testing";
+import { type ApiClient, type ServiceProcess, scaled, startStack, type TestStack, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // A start is never silently stranded: the API process (main.ts, as deployed) accepts a start while
 // no worker is alive, and its task, /ready, /metrics and the log say it waits for one; a worker
 // that arrives takes it to READY.
 
-let database: TestDatabase;
-let prefix: string;
+let stack: TestStack;
 let api: ServiceProcess;
-let worker: ServiceProcess | undefined;
-let adminKey = "";
-let userKey = "";
-
-const env = () => ({ DATABASE_URL: database.url, REDIS_URL: testRedisUrl(), REDIS_PREFIX: prefix });
-
-const call = async <T>(path: string, key: string, init: RequestInit = {}): Promise<T> => {
-  const res = await fetch(`${api.url}${path}`, {
-    ...init,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-};
+let admin: ApiClient;
+let user: ApiClient;
 
 interface Task {
   id: string;
@@ -54,34 +27,26 @@ interface Ready {
 }
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  prefix = createRedisPrefix();
-  const keys = { db: database.db, maxKeyLifetimeDays: 365 };
-  adminKey = (await createUserWithKey(keys, { name: "operator", admin: true })).key;
-  userKey = (await createUserWithKey(keys, { name: "user" })).key;
-  api = await startService("api", { ...env(), ...tenancyLimitsOff });
-}, 120_000);
+  stack = await startStack({ api: true });
+  api = stack.api;
+  admin = stack.client((await stack.newUser({ name: "operator", admin: true })).key);
+  user = stack.client((await stack.newUser({ name: "user" })).key);
+}, scaled(120_000));
 
-afterAll(async () => {
-  await worker?.stop();
-  await api?.stop();
-  await removeSandboxesOfNamespace(prefix);
-  await database?.drop();
-  await deleteRedisPrefix(prefix);
-});
+afterAll(async () => stack?.close());
 
 describe("a start accepted while no worker is alive", () => {
   it("says on its task, in /ready, /metrics and the log that it waits for a worker, and is taken once one arrives", async () => {
-    const before = await call<Ready>("/ready", adminKey);
+    const before = await admin.json<Ready>(admin.call("/ready"));
     expect(before).toMatchObject({ status: "ok", workers: { alive: 0, engines: [], list: [] } });
     expect(before.workers.note).toMatch(/no worker is alive/);
     // Anyone learns how many; only an admin learns which.
     const anonymous = (await (await fetch(`${api.url}/ready`)).json()) as Ready;
     expect(anonymous.workers).toEqual({ alive: 0, note: before.workers.note });
 
-    const task = await call<Task>("/api/v1/app-conversations", userKey, { method: "POST", body: "{}" });
+    const task = await user.json<Task>(user.call("/api/v1/app-conversations", { method: "POST", json: {} }));
     expect(task).toMatchObject({ status: "WORKING", detail: "waiting for a worker" });
-    const [stored] = await call<Task[]>(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, userKey);
+    const [stored] = await user.json<Task[]>(user.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`));
     expect(stored).toMatchObject({ status: "WORKING", detail: "waiting for a worker" });
 
     // The API's own look (every 15 s) counts it, and logs it (then every minute while it waits).
@@ -93,21 +58,17 @@ describe("a start accepted while no worker is alive", () => {
     expect(metrics).toMatch(/^tern_workers_alive 0$/m);
     expect(metrics).toMatch(/^tern_starts_waiting_for_worker 1$/m);
 
-    worker = await startService(
-      "worker",
-      { ...env(), SANDBOX_NETWORK: testSandboxNetworkName(), SANDBOX_POOL_SIZE: "0" },
-      { timeoutMs: 90_000 },
-    );
+    await stack.startWorker({}, { timeoutMs: 90_000 });
     const ready = await waitFor(
       async () => {
-        const [t] = await call<Task[]>(`/api/v1/app-conversations/start-tasks?ids=${task.id}`, userKey);
+        const [t] = await user.json<Task[]>(user.call(`/api/v1/app-conversations/start-tasks?ids=${task.id}`));
         return t && (t.status === "READY" || t.status === "ERROR") && t;
       },
       { what: "the waiting start to be taken and end", timeoutMs: 120_000 },
     );
     expect(ready).toMatchObject({ status: "READY", detail: null });
 
-    const after = await call<Ready>("/ready", adminKey);
+    const after = await admin.json<Ready>(admin.call("/ready"));
     expect(after.workers.alive).toBe(1);
     expect(after.workers.note).toBeUndefined();
     expect(after.workers.engines).toHaveLength(1);

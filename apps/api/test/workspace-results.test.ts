@@ -4,17 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { toHexId } from "@tern/core";
 import { conversationsRepository, sandboxesRepository } from "@tern/db";
-import {
-  createSandboxedConversation,
-  prepareTestSandboxes,
-  removeSandboxesOfNamespace,
-  type ServiceProcess,
-  scaled,
-  startService,
-  testRedisUrl,
-  testSandboxDriver,
-  testSandboxNetworkName,
-} from "@tern/testing";
+import { createSandboxedConversation, scaled, testSandboxDriver } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
@@ -23,29 +13,16 @@ import { startTestApi, type TestApi } from "./harness.ts";
  * (the API reaches the sandbox only through it) and a real sandbox whose workspace is a clone.
  */
 let api: TestApi;
-let worker: ServiceProcess;
 let key: string;
 let userId: string;
 const driver = testSandboxDriver();
 
 beforeAll(async () => {
-  api = await startTestApi();
-  await prepareTestSandboxes(driver);
+  api = await startTestApi({ worker: true });
   ({ key, userId } = await api.newUser());
-  worker = await startService("worker", {
-    DATABASE_URL: api.database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: api.prefix,
-    SANDBOX_NETWORK: testSandboxNetworkName(),
-    SANDBOX_POOL_SIZE: "0",
-  });
 }, scaled(120_000));
 
-afterAll(async () => {
-  await worker?.stop();
-  if (api) await removeSandboxesOfNamespace(api.prefix);
-  await api?.close();
-});
+afterAll(async () => api?.close());
 
 /** A conversation whose workspace was cloned (as the pipeline does), then changed by "the agent". */
 const clonedAndChanged = async () => {

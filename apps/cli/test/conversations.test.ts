@@ -1,45 +1,30 @@
 import { spawn, spawnSync } from "node:child_process";
-import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS, newEvent, toHexId } from "@tern/core";
+import { newEvent, toHexId } from "@tern/core";
 import { eventsRepository } from "@tern/db";
-import { createUserWithKey } from "@tern/services";
 import {
   appEntry,
   createConversationFixture,
-  createRedisPrefix,
-  createTestDatabase,
-  deleteRedisPrefix,
   repoRoot,
-  type ServiceProcess,
   sampleEvent,
   scaled,
-  startService,
-  type TestDatabase,
+  startStack,
+  type TestStack,
   waitFor,
 } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** The client commands as a user runs them (`pnpm --silent cli ...`), against a real API process. */
-let database: TestDatabase;
-let api: ServiceProcess;
+let stack: TestStack;
 let key: string;
 let userId: string;
-const prefix = createRedisPrefix();
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
-  ({ key, userId } = await createUserWithKey(
-    { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
-    { name: "cli" },
-  ));
+  stack = await startStack({ api: true });
+  ({ key, userId } = await stack.newUser({ name: "cli" }));
 }, scaled(60_000));
-afterAll(async () => {
-  await api?.stop();
-  await database?.drop();
-  await deleteRedisPrefix(prefix);
-});
+afterAll(async () => stack?.close());
 
-const env = () => ({ ...process.env, TERN_API_URL: api.url, TERN_API_KEY: key });
+const env = () => ({ ...process.env, TERN_API_URL: stack.api.url, TERN_API_KEY: key });
 const cli = (args: string[]) =>
   spawnSync(process.execPath, [...appEntry("cli"), ...args], {
     cwd: repoRoot,
@@ -73,8 +58,8 @@ describe("cli conversations / events / diff", () => {
   });
 
   it("conversations list and events [--kind] print the caller's conversations and events", async () => {
-    const { conversationId } = await createConversationFixture(database.db, { userId, title: "Listed one" });
-    await eventsRepository(database.db).append(conversationId, [
+    const { conversationId } = await createConversationFixture(stack.database.db, { userId, title: "Listed one" });
+    await eventsRepository(stack.database.db).append(conversationId, [
       newEvent.userMessage([{ type: "text", text: "hello there" }]),
       sampleEvent("ActionEvent", 1),
     ]);
@@ -97,8 +82,8 @@ describe("cli conversations / events / diff", () => {
   });
 
   it("conversations watch follows the events until the agent stops: exit 0 when finished", async () => {
-    const { conversationId } = await createConversationFixture(database.db, { userId });
-    const events = eventsRepository(database.db);
+    const { conversationId } = await createConversationFixture(stack.database.db, { userId });
+    const events = eventsRepository(stack.database.db);
     // An earlier run that finished, then a new one: the old "finished" is history, not the end.
     await events.append(conversationId, [newEvent.executionStatus("finished"), newEvent.executionStatus("running")]);
     const watch = cliInBackground(["conversations", "watch", toHexId(conversationId)]);
@@ -111,10 +96,10 @@ describe("cli conversations / events / diff", () => {
   });
 
   it("conversations watch exits 1 when the agent errs", async () => {
-    const { conversationId } = await createConversationFixture(database.db, { userId });
+    const { conversationId } = await createConversationFixture(stack.database.db, { userId });
     const watch = cliInBackground(["conversations", "watch", toHexId(conversationId)]);
     await waitFor(() => watch.out.stderr.includes("[watch]"), { what: "watch to start" });
-    await eventsRepository(database.db).append(conversationId, [
+    await eventsRepository(stack.database.db).append(conversationId, [
       newEvent.agentError("the model is unreachable"),
       newEvent.executionStatus("error"),
     ]);
@@ -129,7 +114,7 @@ describe("cli conversations / events / diff", () => {
     await waitFor(() => watch.out.stderr.includes("[start] WORKING"), { what: "the first stage" });
     // No worker runs beside this API: the task says what it waits for, and the CLI shows it.
     expect(watch.out.stderr).toContain("[start] WORKING: waiting for a worker");
-    await database.db
+    await stack.database.db
       .updateTable("start_tasks")
       .set({ status: "ERROR", detail: "no such repository" })
       .where("id", "=", taskId.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, "$1-$2-$3-$4-$5"))
@@ -170,7 +155,7 @@ describe("cli conversations / events / diff", () => {
   });
 
   it("diff of a conversation without a sandbox says why and exits 1; a bad call exits 64", () => {
-    return createConversationFixture(database.db, { userId }).then(({ conversationId }) => {
+    return createConversationFixture(stack.database.db, { userId }).then(({ conversationId }) => {
       const res = cli(["diff", toHexId(conversationId)]);
       expect(res.status).toBe(1);
       expect(res.stderr).toMatch(/410 gone/);

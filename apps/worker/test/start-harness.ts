@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto";
 import {
   createLogger,
-  DEFAULT_API_KEY_MAX_LIFETIME_DAYS,
+  parseId,
   type StartRequest,
   type StartTask,
   type StartTaskStatus,
@@ -9,25 +8,18 @@ import {
   toHexId,
 } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
-import { createQueues, createRedis, type Queues } from "@tern/queue";
+import { createRedis, type Queues } from "@tern/queue";
 import type { SandboxInfo } from "@tern/sandbox";
-import { createUserWithKey, startConversation } from "@tern/services";
+import { startConversation } from "@tern/services";
 import {
-  createRedisPrefix,
-  createTestDatabase,
-  deleteRedisPrefix,
   type GitServer,
-  prepareTestSandboxes,
   removeSandboxesOfNamespace,
   type ServiceProcess,
   sandboxesOfNamespace,
-  startGitServer,
-  startService,
+  startStack,
   type TestDatabase,
-  tenancyLimitsOff,
   testRedisUrl,
   testSandboxDriver,
-  testSandboxNetworkName,
   waitFor,
 } from "@tern/testing";
 import type { Redis } from "ioredis";
@@ -69,46 +61,26 @@ export interface StartHarness {
 }
 
 /** The id as the database writes it (the API answers with 32 hex characters). */
-export const uuidOf = (hex: string): string =>
-  hex.includes("-") ? hex : hex.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, "$1-$2-$3-$4-$5");
+export const uuidOf = (hex: string): string => parseId(hex) ?? hex;
 
 export const createStartHarness = async (): Promise<StartHarness> => {
   const driver = testSandboxDriver();
-  const { hostAddress } = await prepareTestSandboxes(driver);
+  const stack = await startStack({
+    git: true,
+    redisRole: "worker",
+    workerEnv: {
+      SANDBOX_MEMORY_MB: "512",
+      WORKER_LOCK_DURATION_MS: "3000",
+      WORKER_STALLED_INTERVAL_MS: "1000",
+      WORKER_SHUTDOWN_GRACE_MS: "5000",
+      LOG_LEVEL: "info",
+    },
+  });
   // The workers' engine: their janitor sweeps on its own queue (affinity).
   const { engineId } = await driver.prepare();
-  const database = await createTestDatabase();
-  const prefix = createRedisPrefix();
-  const redis = createRedis(testRedisUrl(), "worker");
-  const queues = createQueues(redis, prefix);
-  // A producer refuses to add jobs until its connection is ready (startConversation fails fast).
-  await redis.ping();
-  const gitToken = `tok_${randomBytes(12).toString("hex")}`;
-  const git = await startGitServer({ host: hostAddress, token: gitToken });
-  const processes: ServiceProcess[] = [];
+  const { database, prefix, redis, queues } = stack;
   const tasks = startTasksRepository(database.db);
   const logger = createLogger("worker-test", "silent");
-
-  const baseEnv = (): Record<string, string> => ({
-    DATABASE_URL: database.url,
-    REDIS_URL: testRedisUrl(),
-    REDIS_PREFIX: prefix,
-    SANDBOX_NETWORK: testSandboxNetworkName(),
-    SANDBOX_POOL_SIZE: "0",
-    SANDBOX_MEMORY_MB: "512",
-    GIT_BASE_URL: git.url,
-    GIT_TOKEN: gitToken,
-    // One team's deployment: the server's token serves every user (no user brings their own here).
-    GIT_TOKEN_SHARED: "true",
-    WORKER_LOCK_DURATION_MS: "3000",
-    WORKER_STALLED_INTERVAL_MS: "1000",
-    WORKER_SHUTDOWN_GRACE_MS: "5000",
-    LOG_LEVEL: "info",
-    LLM_PROVIDER: "",
-    LLM_BASE_URL: "",
-    LLM_API_KEY: "",
-    LLM_MODEL: "",
-  });
 
   const harness: StartHarness = {
     database,
@@ -116,40 +88,13 @@ export const createStartHarness = async (): Promise<StartHarness> => {
     redis,
     queues,
     engineId,
-    git,
-    gitToken,
-    async startWorker(env = {}, opts = {}) {
-      const p = await startService("worker", { ...baseEnv(), ...env }, opts);
-      processes.push(p);
-      return p;
-    },
-    async startApi(opts = {}) {
-      const p = await startService(
-        "api",
-        {
-          DATABASE_URL: database.url,
-          REDIS_URL: testRedisUrl(),
-          REDIS_PREFIX: prefix,
-          // Bursts of starts by one user: the tenancy limits are the API tests' to prove.
-          ...tenancyLimitsOff,
-          ...opts.env,
-        },
-        { ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}) },
-      );
-      processes.push(p);
-      return p;
-    },
-    newUser: () =>
-      createUserWithKey(
-        { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
-        { name: "worker-test" },
-      ),
+    git: stack.git,
+    gitToken: stack.gitToken,
+    startWorker: (env = {}, opts) => stack.startWorker(env, opts),
+    startApi: ({ env = {}, ...opts } = {}) => stack.startApi(env, opts),
+    newUser: () => stack.newUser({ name: "worker-test" }),
     post: (api, key, body) =>
-      fetch(`${api.url}/api/v1/app-conversations`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      }),
+      stack.client(key, api.url).call("/api/v1/app-conversations", { method: "POST", json: body }),
     async enqueueDirect(userId, request) {
       const task = await startConversation({ db: database.db, queues, redis, logger }, userId, request);
       return task.id;
@@ -206,13 +151,9 @@ export const createStartHarness = async (): Promise<StartHarness> => {
       };
     },
     async close() {
-      await Promise.all(processes.map((p) => p.stop().catch(() => undefined)));
+      // The stack removes its sandboxes only when it started a worker; a harness's test may make them itself.
+      await stack.close();
       await removeSandboxesOfNamespace(prefix, driver);
-      await queues.close().catch(() => undefined);
-      redis.disconnect();
-      await git.close();
-      await deleteRedisPrefix(prefix);
-      await database.drop();
     },
   };
   return harness;

@@ -1,49 +1,27 @@
-import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS } from "@tern/core";
 import { conversationsRepository, eventsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
-import { createUserWithKey } from "@tern/services";
-import {
-  createConversationFixture,
-  createRedisPrefix,
-  createTestDatabase,
-  deleteRedisPrefix,
-  type ServiceProcess,
-  sampleEvent,
-  startService,
-  type TestDatabase,
-  waitFor,
-} from "@tern/testing";
+import { createConversationFixture, sampleEvent, scaled, startStack, type TestStack, waitFor } from "@tern/testing";
 import { unzipSync } from "fflate";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, TernApiError } from "../src/index.ts";
 
-let database: TestDatabase;
-let api: ServiceProcess;
-const prefix = createRedisPrefix();
+let stack: TestStack;
 
 const newUser = async () => {
-  const { userId, key } = await createUserWithKey(
-    { db: database.db, maxKeyLifetimeDays: DEFAULT_API_KEY_MAX_LIFETIME_DAYS },
-    { name: "sdk" },
-  );
-  return { userId, client: createClient({ baseUrl: api.url, apiKey: key }) };
+  const { userId, key } = await stack.newUser({ name: "sdk" });
+  return { userId, client: createClient({ baseUrl: stack.api.url, apiKey: key }) };
 };
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startService("api", { DATABASE_URL: database.url, REDIS_PREFIX: prefix });
-});
-afterAll(async () => {
-  await api?.stop();
-  await database?.drop();
-  await deleteRedisPrefix(prefix);
-});
+  stack = await startStack({ api: true });
+}, scaled(60_000));
+afterAll(async () => stack?.close());
 
 describe("sdk client against the real API", () => {
   it("creates, lists and revokes keys; a revoked key's client gets TernApiError 401", async () => {
     const { client } = await newUser();
     const made = await client.keys.create({ name: "ci" });
     expect(made.key).toMatch(/^oh_/);
-    const other = createClient({ baseUrl: api.url, apiKey: made.key });
+    const other = createClient({ baseUrl: stack.api.url, apiKey: made.key });
     expect((await other.keys.list()).map((k) => k.name)).toEqual(["ci", "sdk"]);
     expect(await client.keys.revoke(made.id)).toEqual({ id: made.id, revoked: true });
     const err = await other.keys.list().catch((e: unknown) => e);
@@ -72,10 +50,10 @@ describe("sdk client against the real API", () => {
       .catch((e: unknown) => e);
     const taskId = await waitFor(
       async () =>
-        (await database.db.selectFrom("start_tasks").select("id").where("user_id", "=", userId).execute())[0]?.id,
+        (await stack.database.db.selectFrom("start_tasks").select("id").where("user_id", "=", userId).execute())[0]?.id,
       { what: "the start task to be written", intervalMs: 20 },
     );
-    await startTasksRepository(database.db).markError(taskId, "PREPARING_REPOSITORY: no such branch 'nope'");
+    await startTasksRepository(stack.database.db).markError(taskId, "PREPARING_REPOSITORY: no such branch 'nope'");
     const err = await waiting;
     expect(err).toBeInstanceOf(TernApiError);
     expect(err).toMatchObject({ code: "start_failed", message: "PREPARING_REPOSITORY: no such branch 'nope'" });
@@ -83,10 +61,10 @@ describe("sdk client against the real API", () => {
 
   it("reads conversations and iterates every event, also with the session key", async () => {
     const { client, userId } = await newUser();
-    const fixture = await createConversationFixture(database.db, { userId, title: "read me" });
+    const fixture = await createConversationFixture(stack.database.db, { userId, title: "read me" });
     // Each event numbered by its history_seq.
     const drafts = Array.from({ length: 250 }, (_, i) => sampleEvent(i % 2 ? "ActionEvent" : "MessageEvent", i));
-    await eventsRepository(database.db).append(fixture.conversationId, drafts);
+    await eventsRepository(stack.database.db).append(fixture.conversationId, drafts);
     const [conversation] = await client.conversations.get([fixture.conversationId]);
     expect(conversation?.title).toBe("read me");
     expect((await client.conversations.search()).items).toHaveLength(1);
@@ -98,23 +76,23 @@ describe("sdk client against the real API", () => {
     expect(seen).toEqual(Array.from({ length: 125 }, (_, k) => 2 * k + 1));
     expect(await client.events.count(fixture.conversationId)).toBe(250);
 
-    const session = createClient({ baseUrl: api.url, sessionApiKey: conversation?.session_api_key ?? undefined });
+    const session = createClient({ baseUrl: stack.api.url, sessionApiKey: conversation?.session_api_key ?? undefined });
     expect(await session.events.count(fixture.conversationId, { kind__eq: "MessageEvent" })).toBe(125);
     expect(await session.keys.list().catch((e: TernApiError) => e.status)).toBe(401);
   });
 
   it("reads sandboxes, sandbox specs, a conversation's skills, hooks and trajectory; commands on a removed sandbox are 410", async () => {
     const { client, userId } = await newUser();
-    const fixture = await createConversationFixture(database.db, { userId });
-    const sandbox = await sandboxesRepository(database.db).upsert({
+    const fixture = await createConversationFixture(stack.database.db, { userId });
+    const sandbox = await sandboxesRepository(stack.database.db).upsert({
       name: `tern-sdk-test-${fixture.taskId}`,
       image: "tern-sandbox:latest",
       startTaskId: fixture.taskId,
       conversationId: fixture.conversationId,
       status: "MISSING",
     });
-    await conversationsRepository(database.db).setSandbox(fixture.conversationId, sandbox.id);
-    await eventsRepository(database.db).append(fixture.conversationId, [sampleEvent("MessageEvent", 1)]);
+    await conversationsRepository(stack.database.db).setSandbox(fixture.conversationId, sandbox.id);
+    await eventsRepository(stack.database.db).append(fixture.conversationId, [sampleEvent("MessageEvent", 1)]);
     const hex = sandbox.id.replaceAll("-", "");
 
     const page = await client.sandboxes.search({ limit: 10 });

@@ -1,3 +1,4 @@
+export * from "./api-client.ts";
 export * from "./database.ts";
 export * from "./engine.ts";
 export * from "./git-server.ts";
@@ -9,6 +10,7 @@ export * from "./sandboxed-conversation.ts";
 export * from "./sandboxes.ts";
 export * from "./secret-box.ts";
 export * from "./seed-events.ts";
+export * from "./stack.ts";
 export * from "./tenancy.ts";
 export * from "./test-networks.ts";
 export * from "./time-scale.ts";

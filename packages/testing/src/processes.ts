@@ -35,15 +35,6 @@ export interface ServiceProcess {
 }
 
 /**
- * The arguments to `node` that run an app as production runs it: compiled, from dist/ (built by the
- * test run's global set-up), with no TypeScript loader: a third of the CPU of tsx per start.
- */
-export const appEntry = (app: "api" | "worker" | "cli"): string[] => [
-  "--conditions=tern-dist",
-  `apps/${app}/dist/main.js`,
-];
-
-/**
  * Workers in tests run on the main engine, on their test file's own sandbox network (test-networks.ts),
  * with no egress rules and no disk limit (watched mode would sample every sandbox of the file): the
  * containment tests prove both, each on the engine it needs, with both on.
@@ -54,27 +45,31 @@ export const containmentOptOut = { SANDBOX_DISK_ENFORCE: "false", SANDBOX_EGRESS
 const MAX_OUTPUT_CHARS = 4 * 1024 * 1024;
 
 /**
- * Spawns an app's main.ts (api, worker) with `env` on top of this process's environment, and
+ * The node arguments that run an app's entry point: compiled JavaScript, as production runs it
+ * (`--conditions=tern-dist`), built by the test run's global set-up (global-setup.ts) or the bench
+ * (scripts/build.mjs rewrites only what changed). Ready in about half the time of the source through
+ * tsx, which compiles every file at each start; `compiled: false` asks for that.
+ */
+export const appEntry = (app: "api" | "worker" | "cli", compiled = true): string[] =>
+  compiled
+    ? ["--conditions=tern-dist", "--enable-source-maps", `apps/${app}/dist/main.js`]
+    : ["--import", "tsx", `apps/${app}/src/main.ts`];
+
+/**
+ * Spawns an app's main (api, worker) with `env` on top of this process's environment, and
  * returns once it is ready: its runtime sends "ready" over the IPC channel when its start is
  * done (a state, not a log line to look for).
  */
 export const startService = async (
   app: "api" | "worker",
   env: Record<string, string>,
-  /**
-   * compiled (the default): runs apps/<app>/dist/main.js as production does; the test run's global
-   * set-up builds dist/ (global-setup.ts). false: the source through tsx, at three times the CPU per start.
-   */
+  /** compiled: apps/<app>/dist/main.js (true, the default) or the source through tsx (false). */
   opts: { timeoutMs?: number; compiled?: boolean } = {},
 ): Promise<ServiceProcess> => {
   const port = app === "api" ? (env.PORT ?? String(await freePort())) : "0";
   // Workers' own HTTP servers on any free loopback port: several run at once, and the API finds them in Redis.
   const workerHttp = app === "worker" ? { WORKER_HTTP_PORT: "0", WORKER_HTTP_HOST: "127.0.0.1" } : {};
-  const entry =
-    (opts.compiled ?? true)
-      ? ["--conditions=tern-dist", `apps/${app}/dist/main.js`]
-      : ["--import", "tsx", `apps/${app}/src/main.ts`];
-  const child = spawn(process.execPath, entry, {
+  const child = spawn(process.execPath, appEntry(app, opts.compiled), {
     cwd: repoRoot,
     env: {
       ...process.env,

@@ -1,0 +1,59 @@
+import {
+  createRedisPrefix,
+  createTestDatabase,
+  deleteRedisPrefix,
+  type GitServer,
+  prepareTestSandboxes,
+  startGitServer,
+  testSandboxNetworkName,
+} from "@tern/testing";
+import type { BenchContext } from "../../context.ts";
+import { type Deployment, startDeployment } from "../../starts.ts";
+
+const SETUP_SCRIPT = "#!/bin/sh\nset -e\necho 'installing' > /tmp/setup.log\nls -la >> /tmp/setup.log\n";
+const REPO_FILES = {
+  "src/app.py": "print('hello')\n",
+  "tests/test_app.py": "def test_ok():\n    assert True\n",
+  ".openhands/setup.sh": SETUP_SCRIPT,
+};
+
+/** What every ready row shares: the sandbox network, a git server with the bench's repository, one database. */
+export interface ReadyEnvironment {
+  /** Starts per sequential run. */
+  n: number;
+  network: string;
+  git: GitServer;
+  /** API + `workers` worker processes on a Redis prefix of their own; the caller stops it. */
+  deployment: (workers: number, poolSize: number, env?: Record<string, string>) => Promise<Deployment>;
+  close: () => Promise<void>;
+}
+
+export const readyEnvironment = async (ctx: BenchContext): Promise<ReadyEnvironment> => {
+  const { hostAddress } = await prepareTestSandboxes(ctx.sandboxes);
+  const network = testSandboxNetworkName();
+  const git = await startGitServer({ host: hostAddress });
+  await git.createFixtureRepo("bench/app", REPO_FILES);
+  const db = await createTestDatabase();
+  const prefixes: string[] = [];
+  return {
+    n: ctx.quick ? 5 : 50,
+    network,
+    git,
+    deployment: async (workers, poolSize, env = {}) => {
+      const prefix = createRedisPrefix();
+      prefixes.push(prefix);
+      return startDeployment({
+        databaseUrl: db.url,
+        prefix,
+        workers,
+        poolSize,
+        env: { GIT_BASE_URL: git.url, SANDBOX_NETWORK: network, ...env },
+      });
+    },
+    close: async () => {
+      await git.close();
+      await db.drop();
+      for (const p of prefixes) await deleteRedisPrefix(p);
+    },
+  };
+};
