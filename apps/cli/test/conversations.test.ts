@@ -124,15 +124,15 @@ describe("cli conversations / events / diff", () => {
   });
 
   it("conversations reject ID --reason answers the calls that wait; a second answer exits 1 with the 409", async () => {
-    const { conversationId } = await createConversationFixture(database.db, { userId });
-    const [action] = await eventsRepository(database.db)
+    const { conversationId } = await createConversationFixture(stack.database.db, { userId });
+    const [action] = await eventsRepository(stack.database.db)
       .append(conversationId, [
         newEvent.executionStatus("running"),
         sampleEvent("ActionEvent", 3),
         newEvent.executionStatus("waiting_for_confirmation"),
       ])
       .then((stored) => stored.filter((e) => e.kind === "ActionEvent"));
-    await database.db
+    await stack.database.db
       .updateTable("conversations")
       .set({ execution_status: "waiting_for_confirmation" })
       .where("id", "=", conversationId)
