@@ -406,6 +406,56 @@ describe("confirmation mode", () => {
     ).toBe(404);
   }, 300_000);
 
+  it("every policy against every risk, as OpenHands' table says: which calls wait, and each runs once", async () => {
+    // The settings' ConfirmRisky holds the first call (HIGH) until each conversation has its own
+    // policy; from then on each call of a known risk (and one with none) is met by that policy. The
+    // analyzer stays `llm`: with `none` no risk the model gives is gone by (every call is UNKNOWN).
+    await setSettings({ confirmation_mode: true, security_analyzer: "llm" });
+    const risks = ["LOW", "MEDIUM", "HIGH", undefined] as const;
+    const table: { policy: Record<string, unknown>; waits: string[] }[] = [
+      { policy: { kind: "NeverConfirm" }, waits: [] },
+      { policy: { kind: "AlwaysConfirm" }, waits: ["LOW", "MEDIUM", "HIGH", "UNKNOWN"] },
+      // OpenHands' defaults: threshold HIGH (reflexive), unknown confirmed.
+      { policy: { kind: "ConfirmRisky" }, waits: ["HIGH", "UNKNOWN"] },
+      { policy: { kind: "ConfirmRisky", threshold: "MEDIUM", confirm_unknown: false }, waits: ["MEDIUM", "HIGH"] },
+    ];
+    const outcomes = await Promise.all(
+      table.map(async ({ policy }, row) => {
+        const tag = `table-${row}`;
+        llm.pushFor(
+          tag,
+          { toolCalls: [mark(`${row}-first`, "HIGH")] },
+          ...risks.map((risk) => ({ toolCalls: [mark(`${row}-${risk ?? "UNKNOWN"}`, risk)] })),
+          { text: "All done." },
+        );
+        const id = await start(tag);
+        await statusIs(id, "waiting_for_confirmation", "the settings' policy to hold the first call");
+        await json(await post(`/api/v1/conversation/${id}/confirmation-policy`, { policy }));
+        await json(await respond(id, { accept: true }));
+        const waited: string[] = [];
+        for (;;) {
+          const status = await waitFor(
+            async () => {
+              const now = (await conversation(id)).execution_status;
+              return (now === "waiting_for_confirmation" || now === "finished") && now;
+            },
+            { what: `${tag} to wait or finish`, timeoutMs: scaled(60_000) },
+          );
+          if (status === "finished") break;
+          const pending = (await events(id)).filter((e) => e.kind === "ActionEvent").at(-1);
+          waited.push(String(pending?.security_risk));
+          await json(await respond(id, { accept: true }));
+        }
+        return { waited, ran: await callsRan(id) };
+      }),
+    );
+    for (const [row, { policy, waits }] of table.entries()) {
+      expect({ policy, waited: outcomes[row]?.waited }).toEqual({ policy, waited: waits });
+      // Every call ran, once, in order: waiting changes when a call runs, never whether or how often.
+      expect(outcomes[row]?.ran).toEqual([`${row}-first`, ...risks.map((r) => `${row}-${r ?? "UNKNOWN"}`)]);
+    }
+  }, 300_000);
+
   it("a worker killed while calls wait changes nothing: a new worker runs them on accept, once", async () => {
     await setSettings({ confirmation_mode: true, security_analyzer: "none" });
     const tag = "killed-while-waiting";
