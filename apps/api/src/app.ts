@@ -95,25 +95,30 @@ export const createApp = (given: ApiDeps) => {
   app.route("/", pageRoutes(deps));
 
   // Everything under /api needs a key; handlers read the caller with c.get("principal").
-  app.use("/api/*", authenticate(deps, keyUsage));
-  if (limiter) app.use("/api/*", rateLimit(limiter));
+  // An /api request meets these in this order: the key, its rate, then the NUL check.
+  for (const path of ["/api/*", "/sockets/*"]) {
+    app.use(path, authenticate(deps, keyUsage));
+    if (limiter) app.use(path, rateLimit(limiter));
+  }
   app.use("/api/*", rejectNulCharacters());
-  app.use("/sockets/*", authenticate(deps, keyUsage));
-  if (limiter) app.use("/sockets/*", rateLimit(limiter));
   registerEventSocket(app, deps);
-  app.route("/", keyRoutes(deps));
-  app.route("/", appConversationRoutes(deps));
-  app.route("/", eventRoutes(deps));
-  app.route("/", streamRoutes(deps));
-  app.route("/", followUpRoutes(deps));
-  app.route("/", pendingMessageRoutes(deps));
-  app.route("/", sandboxRoutes(deps));
-  app.route("/", sandboxSpecRoutes(deps));
-  app.route("/", userRoutes(deps));
-  app.route("/", secretRoutes(deps));
-  app.route("/", settingsRoutes(deps));
-  app.route("/", webhookRoutes(deps));
-  app.route("/", gitProviderRoutes(deps));
+  for (const routes of [
+    keyRoutes,
+    appConversationRoutes,
+    eventRoutes,
+    streamRoutes,
+    followUpRoutes,
+    pendingMessageRoutes,
+    sandboxRoutes,
+    sandboxSpecRoutes,
+    userRoutes,
+    secretRoutes,
+    settingsRoutes,
+    webhookRoutes,
+    gitProviderRoutes,
+  ]) {
+    app.route("/", routes(deps));
+  }
   app.route(ADMIN_QUEUES_PATH, adminQueueRoutes(deps, keyUsage));
 
   app.notFound(notFoundOrMethodNotAllowed(() => app.routes));

@@ -4,13 +4,12 @@
  * Usage: node --import tsx bench/src/experiments/profile-api.mts [seconds]
  */
 
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { freePort, repoRoot, type ServiceProcess } from "@tern/testing";
+import { freePort } from "@tern/testing";
 import { createContext } from "../context.ts";
 import { conversationsGetRows } from "../rows/conversations-get.ts";
+import { spawnPolledService } from "./polled-service.ts";
 
 interface ProfileNode {
   id: number;
@@ -27,37 +26,12 @@ await rm(dir, { recursive: true, force: true });
 const ctx = createContext(process.argv.includes("--quick"));
 const rows = await conversationsGetRows(ctx, async (databaseUrl, redisPrefix) => {
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
+  return spawnPolledService(
+    port,
     ["--cpu-prof", `--cpu-prof-dir=${dir}`, "--import", "tsx", "apps/api/src/main.ts"],
-    {
-      cwd: repoRoot,
-      env: {
-        ...process.env,
-        DATABASE_URL: databaseUrl,
-        REDIS_PREFIX: redisPrefix,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-      },
-      stdio: ["ignore", "ignore", "inherit"],
-    },
+    { ...process.env, DATABASE_URL: databaseUrl, REDIS_PREFIX: redisPrefix, PORT: String(port), HOST: "127.0.0.1" },
+    async (url) => (await fetch(`${url}/health`)).ok,
   );
-  const exited = once(child, "exit");
-  for (;;) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/health`)).ok) break;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    url: `http://127.0.0.1:${port}`,
-    pid: child.pid ?? 0,
-    stop: async () => {
-      child.kill("SIGTERM");
-      await exited;
-      return 0;
-    },
-  } as unknown as ServiceProcess;
 });
 process.stdout.write(`${rows.map((r) => `${r.label}: ${r.value.toFixed(0)}`).join("\n")}\n`);
 for (const f of await readdir(dir)) {

@@ -148,27 +148,19 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
         reps,
       };
       rows.push(
-        row({
-          id: `search.${s.id}.p50`,
-          label: `events search ${s.label} p50`,
-          unit: "ms",
-          value: a.p50,
-          floor: r.p50,
-          floorLabel: "raw SQL",
-          maxRatio: 1.5,
-          detail,
-        }),
-        row({
-          id: `search.${s.id}.p99`,
-          label: `events search ${s.label} p99`,
-          unit: "ms",
-          value: a.p99,
-          floor: r.p99,
-          floorLabel: "raw SQL",
-          absolute: 10,
-          maxRatio: 1.5,
-          detail,
-        }),
+        ...(["p50", "p99"] as const).map((p) =>
+          row({
+            id: `search.${s.id}.${p}`,
+            label: `events search ${s.label} ${p}`,
+            unit: "ms",
+            value: a[p],
+            floor: r[p],
+            floorLabel: "raw SQL",
+            ...(p === "p99" ? { absolute: 10 } : {}),
+            maxRatio: 1.5,
+            detail,
+          }),
+        ),
       );
     }
     ctx.rss.api.load.push(...rss.stop());

@@ -81,6 +81,17 @@ export const buildHistory = (
   const flush = () => {
     if (outstanding.size === 0) messages.push(...deferred.splice(0));
   };
+  /** A user's word (or a summary) waits behind the results still outstanding. */
+  const pushUserMessage = (msg: LlmMessage) => {
+    if (outstanding.size) deferred.push(msg);
+    else messages.push(msg);
+  };
+  /** A call's result: given after its call, and what waited behind the last result follows it. */
+  const answerCall = (toolCallId: string, toolName: string, text: string, isError: boolean) => {
+    messages.push({ role: "tool", toolCallId, toolName, text, isError });
+    outstanding.delete(toolCallId);
+    flush();
+  };
 
   const calls = new Set<string>();
   const addCall = (responseId: string, call: ToolCall, thought: string) => {
@@ -95,9 +106,7 @@ export const buildHistory = (
     if (e.kind === "CondensationEvent") {
       if (e.payload.summary === null) continue;
       openAssistant = null;
-      const msg: LlmMessage = { role: "user", text: condensationSummaryText(e.payload.summary) };
-      if (outstanding.size) deferred.push(msg);
-      else messages.push(msg);
+      pushUserMessage({ role: "user", text: condensationSummaryText(e.payload.summary) });
     } else if (e.kind === "SystemPromptEvent") {
       system = e.payload.system_prompt.text;
     } else if (e.kind === "MessageEvent") {
@@ -107,9 +116,7 @@ export const buildHistory = (
         messages.push({ role: "assistant", text, toolCalls: [] });
       } else {
         const images = imagesOf(e.payload.llm_message.content);
-        const msg: LlmMessage = { role: "user", text: activate(text), ...(images.length ? { images } : {}) };
-        if (outstanding.size) deferred.push(msg);
-        else messages.push(msg);
+        pushUserMessage({ role: "user", text: activate(text), ...(images.length ? { images } : {}) });
       }
     } else if (e.kind === "ActionEvent") {
       const a = e.payload;
@@ -120,28 +127,17 @@ export const buildHistory = (
     } else if (e.kind === "ObservationEvent") {
       const o = e.payload;
       if (!calls.has(o.tool_call_id)) continue;
-      messages.push({
-        role: "tool",
-        toolCallId: o.tool_call_id,
-        toolName: o.tool_name,
-        text: applyPathRules(pathOfCall.get(o.tool_call_id), textOf(o.observation.content)),
-        isError: o.observation.is_error === true,
-      });
-      outstanding.delete(o.tool_call_id);
-      flush();
+      answerCall(
+        o.tool_call_id,
+        o.tool_name,
+        applyPathRules(pathOfCall.get(o.tool_call_id), textOf(o.observation.content)),
+        o.observation.is_error === true,
+      );
     } else if (e.kind === "UserRejectObservation") {
       // The rejected call's result, in OpenHands' words (UserRejectObservation.to_llm_message).
       const r = e.payload;
       if (!calls.has(r.tool_call_id)) continue;
-      messages.push({
-        role: "tool",
-        toolCallId: r.tool_call_id,
-        toolName: r.tool_name,
-        text: `Action rejected: ${r.rejection_reason}`,
-        isError: false,
-      });
-      outstanding.delete(r.tool_call_id);
-      flush();
+      answerCall(r.tool_call_id, r.tool_name, `Action rejected: ${r.rejection_reason}`, false);
     } else if (isToolCallError(e)) {
       const t = e.payload;
       addCall(t.llm_response_id, t.tool_call, textOf(t.thought ?? []));

@@ -141,6 +141,26 @@ const runQueues = (queues: Queues, engineId: string | null): Queue[] =>
   engineId ? [queues.forEngine(engineId).agentRun, queues.agentRun] : [queues.agentRun];
 
 /**
+ * The job of a run, from the first of its queues where it is in a state `wanted` accepts; null
+ * when it is in none.
+ */
+const runJobIn = async (
+  queues: Queues,
+  conversationId: string,
+  runId: string,
+  engineId: string | null,
+  wanted: (state: string) => boolean,
+): Promise<Job | null> => {
+  for (const queue of runQueues(queues, engineId)) {
+    const job = await queue.getJob(agentRunJobId(conversationId, runId));
+    if (job && wanted(await job.getState())) return job;
+  }
+  return null;
+};
+
+const liveJobStates = new Set(["waiting", "active", "delayed", "prioritized", "waiting-children"]);
+
+/**
  * Whether the job of a run can still make progress: waiting, active (maybe stalled, about to be
  * taken over) or delayed (a retry's backoff). A failed, completed or vanished job cannot, so a run
  * lock it still holds is stale.
@@ -150,21 +170,7 @@ export const isAgentRunJobAlive = async (
   conversationId: string,
   runId: string,
   engineId: string | null = null,
-): Promise<boolean> => {
-  for (const queue of runQueues(queues, engineId)) {
-    const state = await queue.getJobState(agentRunJobId(conversationId, runId));
-    if (
-      state === "waiting" ||
-      state === "active" ||
-      state === "delayed" ||
-      state === "prioritized" ||
-      state === "waiting-children"
-    ) {
-      return true;
-    }
-  }
-  return false;
-};
+): Promise<boolean> => (await runJobIn(queues, conversationId, runId, engineId, (s) => liveJobStates.has(s))) !== null;
 
 /** A job waited for by `enqueueAndWait` did not finish in time (it may still finish later). */
 export class JobWaitTimeoutError extends Error {
@@ -235,16 +241,13 @@ export const promoteAgentRun = async (
   runId: string,
   engineId: string | null = null,
 ): Promise<boolean> => {
-  for (const queue of runQueues(queues, engineId)) {
-    const job = await queue.getJob(agentRunJobId(conversationId, runId));
-    if (!job || (await job.getState()) !== "delayed") continue;
-    try {
-      await job.promote();
-      return true;
-    } catch {
-      // It left the delayed set in between (its own look came first): nothing to hurry.
-      return false;
-    }
+  const job = await runJobIn(queues, conversationId, runId, engineId, (s) => s === "delayed");
+  if (!job) return false;
+  try {
+    await job.promote();
+    return true;
+  } catch {
+    // It left the delayed set in between (its own look came first): nothing to hurry.
+    return false;
   }
-  return false;
 };

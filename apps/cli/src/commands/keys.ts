@@ -1,7 +1,7 @@
-import { parseArgs } from "node:util";
 import { parseId, ValidationError } from "@tern/core";
 import { usersRepository } from "@tern/db";
 import { createUserWithKey, issueApiKey } from "@tern/services";
+import { parseCreateArgs } from "./create-verb.ts";
 import type { CliDeps } from "./deps.ts";
 
 const usage = "usage: cli keys create [--user ID | --name NAME [--admin]] [--expires-at ISO8601] [--if-none]";
@@ -13,22 +13,14 @@ const usage = "usage: cli keys create [--user ID | --name NAME [--admin]] [--exp
  * every key (API_KEY_MAX_LIFETIME_DAYS), which is also the expiry when none is given.
  */
 export const keysCommand = async (deps: CliDeps, argv: string[]): Promise<number> => {
-  const [verb, ...rest] = argv;
-  if (verb !== "create") {
-    process.stderr.write(`${usage}\n`);
-    return 64;
-  }
-  const { values } = parseArgs({
-    args: rest,
-    options: {
-      name: { type: "string" },
-      user: { type: "string" },
-      admin: { type: "boolean", default: false },
-      "expires-at": { type: "string" },
-      "if-none": { type: "boolean", default: false },
-    },
-    strict: true,
+  const values = parseCreateArgs(argv, usage, {
+    name: { type: "string" },
+    user: { type: "string" },
+    admin: { type: "boolean", default: false },
+    "expires-at": { type: "string" },
+    "if-none": { type: "boolean", default: false },
   });
+  if (!values) return 64;
   if (values["if-none"] && (await usersRepository(deps.db).count()) > 0) return 0;
   try {
     if (values.user !== undefined) {

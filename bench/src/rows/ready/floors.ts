@@ -11,13 +11,19 @@ const rawContainer = (ctx: BenchContext, kind: string, suffix: string, network: 
     network,
   });
 
+/** A raw container that ran one `true` as the agent: a plain start's create + start + first exec. */
+const rawStartedContainer = async (ctx: BenchContext, kind: string, suffix: string, network: string) => {
+  const c = await rawContainer(ctx, kind, suffix, network);
+  const r = await c.exec(["true"], { user: "agent" });
+  if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
+  return c;
+};
+
 /** One floor sample of a plain start: raw Docker create + start + one exec (ms); removed afterwards. */
 export const rawStartOnce = async (ctx: BenchContext, i: number, network: string): Promise<number> => {
   const t = performance.now();
-  const c = await rawContainer(ctx, "raw", String(i), network);
-  const r = await c.exec(["true"], { user: "agent" });
+  const c = await rawStartedContainer(ctx, "raw", String(i), network);
   const ms = since(t);
-  if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
   await c.remove();
   return ms;
 };
@@ -39,9 +45,7 @@ export const rawThroughput = async (
     Array.from({ length: parallel }, async () => {
       while (next < n) {
         const i = next++;
-        const c = await rawContainer(ctx, "par", `${round}-${i}`, network);
-        const r = await c.exec(["true"], { user: "agent" });
-        if (r.exitCode !== 0) throw new Error(`raw exec exited ${r.exitCode}`);
+        await rawStartedContainer(ctx, "par", `${round}-${i}`, network);
       }
     }),
   );

@@ -8,16 +8,12 @@ import {
   type LlmMessage,
   type LlmRequest,
   type LlmResponse,
+  type SdkClientOptions,
+  sdkConstructorOptions,
   type ToolCall,
 } from "./types.ts";
 
-export interface AnthropicClientOptions {
-  model: string;
-  apiKey: string | undefined;
-  baseUrl: string | undefined;
-  /** Retries of the SDK on 408/409/429/5xx and connection errors, with exponential backoff. */
-  maxRetries: number;
-  timeoutMs: number;
+export interface AnthropicClientOptions extends SdkClientOptions {
   maxTokens: number;
 }
 
@@ -83,12 +79,7 @@ const toWire = (messages: LlmMessage[]): MessageParam[] => {
 
 /** Anthropic messages through the official SDK, streamed (the SDK refuses long non-streamed requests). */
 export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient => {
-  const client = new Anthropic({
-    apiKey: opts.apiKey ?? "not-needed",
-    baseURL: opts.baseUrl,
-    maxRetries: opts.maxRetries,
-    timeout: opts.timeoutMs,
-  });
+  const client = new Anthropic(sdkConstructorOptions(opts));
   return {
     provider: "anthropic",
     model: opts.model,

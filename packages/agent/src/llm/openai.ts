@@ -7,17 +7,12 @@ import {
   type LlmMessage,
   type LlmRequest,
   type LlmResponse,
+  type SdkClientOptions,
+  sdkConstructorOptions,
   type ToolDefinition,
 } from "./types.ts";
 
-export interface OpenAiClientOptions {
-  model: string;
-  apiKey: string | undefined;
-  baseUrl: string | undefined;
-  /** Retries of the SDK on 408/409/429/5xx and connection errors, with exponential backoff. */
-  maxRetries: number;
-  timeoutMs: number;
-}
+export type OpenAiClientOptions = SdkClientOptions;
 
 const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
   switch (m.role) {
@@ -60,13 +55,7 @@ const toolToWire = (t: ToolDefinition): ChatCompletionTool => ({
  * official SDK, streamed so that long answers never hit an idle timeout on the way.
  */
 export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
-  const client = new OpenAI({
-    // Local OpenAI-compatible servers need no key, but the SDK insists on one.
-    apiKey: opts.apiKey ?? "not-needed",
-    baseURL: opts.baseUrl,
-    maxRetries: opts.maxRetries,
-    timeout: opts.timeoutMs,
-  });
+  const client = new OpenAI(sdkConstructorOptions(opts));
   return {
     provider: "openai",
     model: opts.model,

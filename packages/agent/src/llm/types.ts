@@ -53,6 +53,25 @@ export interface LlmClient {
 
 export type LlmProvider = "openai" | "anthropic";
 
+/** What both providers' official SDK clients are built from. */
+export interface SdkClientOptions {
+  model: string;
+  apiKey: string | undefined;
+  baseUrl: string | undefined;
+  /** Retries of the SDK on 408/409/429/5xx and connection errors, with exponential backoff. */
+  maxRetries: number;
+  timeoutMs: number;
+}
+
+/** The constructor options of either SDK (they name them alike). */
+export const sdkConstructorOptions = (opts: SdkClientOptions) => ({
+  // Local OpenAI-compatible servers and proxies need no key, but the SDKs insist on one.
+  apiKey: opts.apiKey ?? "not-needed",
+  baseURL: opts.baseUrl,
+  maxRetries: opts.maxRetries,
+  timeout: opts.timeoutMs,
+});
+
 /** The LLM failed for good (retries spent, or an error retrying cannot fix). */
 export class LlmError extends Error {
   readonly status: number | null;

@@ -1,38 +1,20 @@
 import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { Conversation, Observation } from "@tern/core";
-import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import { invokedSkillText } from "../skills.ts";
 import type { ToolArgs, ToolName } from "./definitions.ts";
 import { type GitToolRunner, gitObservation } from "./git.ts";
 import { runOnce } from "./run-once.ts";
 import { runTaskTracker, type TaskItem } from "./task-tracker.ts";
-import { runTerminal } from "./terminal/tool.ts";
+import { runTerminal, type TerminalToolContext } from "./terminal/tool.ts";
 
-export interface ToolContext {
-  sandbox: Pick<SandboxDriver, "exec" | "upload">;
-  /** The conversation's sandbox, as the driver knows it. */
-  sandboxRef: SandboxRef;
-  workspaceDir: string;
-  /** The ActionEvent's id: the key that makes a second execution read the first one's result. */
-  actionId: string;
-  /** Output kept per tool call; more is cut with a note. */
-  maxOutputBytes: number;
-  /** Environment variables of the agent's terminal commands (the user's secrets). */
-  env?: Record<string, string>;
+/** A terminal call's context, and what the other tools need besides. */
+export interface ToolContext extends TerminalToolContext {
   /** Runs git_push and create_pull_request on the worker; absent: those tools answer that they cannot run. */
   git?: GitToolRunner;
   conversation?: Conversation;
   /** The plan in force (task_tracker), read from the stored events; absent: none yet. */
   currentTaskList?: () => Promise<TaskItem[]>;
-  /** The terminal's no-change timeout, in seconds (TERMINAL_NO_CHANGE_TIMEOUT_SECONDS). */
-  noChangeTimeoutSeconds?: number;
-  /** A terminal call already claimed waits only this long for its result (an interrupted run). */
-  attachMs?: number;
-  /** The terminal gets Ctrl-C first (an interrupted run), then the call's result is read back. */
-  interruptFirst?: boolean;
-  /** Stops waiting on the sandbox (interrupt, shutdown); what runs there goes on. */
-  signal?: AbortSignal;
 }
 
 export interface ToolOutcome {

@@ -40,6 +40,20 @@ else
 fi
 `;
 
+/** What every tool call that runs in the sandbox is given: where, for which action, how much output. */
+export interface SandboxCallContext {
+  sandbox: Pick<SandboxDriver, "exec" | "upload">;
+  /** The conversation's sandbox, as the driver knows it. */
+  sandboxRef: SandboxRef;
+  workspaceDir: string;
+  /** The ActionEvent's id: the call's claim in the sandbox, and the key that makes a second execution read the first one's result. */
+  actionId: string;
+  /** Output kept per tool call; more is cut with a note. */
+  maxOutputBytes: number;
+  /** The user's secrets: environment of the agent's commands. */
+  env?: Record<string, string>;
+}
+
 export interface RunOnceInput {
   sandbox: Pick<SandboxDriver, "exec" | "upload">;
   sandboxRef: SandboxRef;

@@ -1,6 +1,5 @@
 import type { Observation } from "@tern/core";
-import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
-import { runOnce, toolStateDir } from "../run-once.ts";
+import { runOnce, type SandboxCallContext, toolStateDir } from "../run-once.ts";
 
 /** Longest a command runs in a sandbox without the live terminal (its image has no tmux). */
 const ONE_SHOT_TIMEOUT_SECONDS = 600;
@@ -13,14 +12,7 @@ const ONE_SHOT_TIMEOUT_SECONDS = 600;
 export const runOneShot = async (
   command: string,
   timeoutSeconds: number | undefined,
-  ctx: {
-    sandbox: Pick<SandboxDriver, "exec" | "upload">;
-    sandboxRef: SandboxRef;
-    workspaceDir: string;
-    actionId: string;
-    maxOutputBytes: number;
-    env?: Record<string, string>;
-  },
+  ctx: SandboxCallContext,
 ): Promise<{ text: string; isError: boolean; observation: Observation }> => {
   const timeoutSec = Math.ceil(Math.min(timeoutSeconds ?? ONE_SHOT_TIMEOUT_SECONDS, ONE_SHOT_TIMEOUT_SECONDS));
   const program = [

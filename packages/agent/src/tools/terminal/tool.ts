@@ -1,6 +1,6 @@
 import type { Observation } from "@tern/core";
-import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { z } from "zod";
+import type { SandboxCallContext } from "../run-once.ts";
 import { DEFAULT_NO_CHANGE_TIMEOUT_SECONDS, type terminalArgs } from "./definition.ts";
 import { specialKey } from "./keys.ts";
 import { runOneShot } from "./one-shot.ts";
@@ -8,21 +8,15 @@ import { callTerminal, type TerminalCall, type TerminalResult } from "./session.
 
 type TerminalArgs = z.infer<typeof terminalArgs>;
 
-export interface TerminalToolContext {
-  sandbox: Pick<SandboxDriver, "exec" | "upload">;
-  sandboxRef: SandboxRef;
-  workspaceDir: string;
-  /** The ActionEvent's id: the call's claim in the sandbox. */
-  actionId: string;
-  maxOutputBytes: number;
-  /** The user's secrets: the shell's environment, exported again before each command (they may change). */
-  env?: Record<string, string>;
+/** `env` is the shell's environment, exported again before each command (the secrets may change). */
+export interface TerminalToolContext extends SandboxCallContext {
   /** Seconds without new output before a call returns (TERMINAL_NO_CHANGE_TIMEOUT_SECONDS). */
   noChangeTimeoutSeconds?: number;
   /** A call already claimed waits only this long for its result (an interrupted run), then reports it pending. */
   attachMs?: number;
   /** Ctrl-C to the shell first, then the call's result as a later call of it reads it (one exec). */
   interruptFirst?: boolean;
+  /** Stops waiting on the sandbox (interrupt, shutdown); what runs there goes on. */
   signal?: AbortSignal;
 }
 
