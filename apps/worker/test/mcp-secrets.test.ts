@@ -93,18 +93,31 @@ describe("MCP settings and secrets, end to end", () => {
     expect(tooMany[0]).toBe(422);
     expect(tooMany[2]).toContain("at most 20 MCP servers");
 
-    llm.push({ toolCalls: [{ name: "remote__whoami", arguments: {} }] }, { text: "done" });
+    // Keyed by this attempt's own message: a retried test gets its own script, not what is left of another's.
+    const tag = `who-am-i-${randomUUID().slice(0, 8)}`;
+    llm.pushFor(tag, { toolCalls: [{ name: "remote__whoami", arguments: {} }] }, { text: "done" });
     const started = await post("/api/v1/app-conversations", {
-      initial_message: { role: "user", content: [{ type: "text", text: "Who am I to the server?" }], run: true },
+      initial_message: {
+        role: "user",
+        content: [{ type: "text", text: `${tag}: who am I to the server?` }],
+        run: true,
+      },
     });
     expect(started.status).toBe(200);
     const { task } = await h.waitForTask(started.body.id);
     expect(task.status, task.detail ?? "").toBe("READY");
     const conversationId = task.appConversationId ?? "";
-    await waitFor(
-      async () => (await conversationsRepository(h.database.db).get(conversationId))?.executionStatus === "finished",
-      { what: "the agent run to finish", timeoutMs: 60_000 },
-    );
+    const statusIs = (status: string) =>
+      waitFor(
+        async () => (await conversationsRepository(h.database.db).get(conversationId))?.executionStatus === status,
+        { what: `the conversation to be ${status}`, timeoutMs: 60_000 },
+      );
+    // The server is marked always-confirm: its call waits for the user whatever the policy.
+    await statusIs("waiting_for_confirmation");
+    expect(
+      (await post(`/api/v1/conversation/${conversationId}/events/respond_to_confirmation`, { accept: true })).status,
+    ).toBe(200);
+    await statusIs("finished");
 
     // Positive control: the server got both values, and echoed them into its result.
     const calls = mcp.requests.filter((r) => r.method === "POST");
