@@ -13,6 +13,7 @@ export * from "./llm-access.ts";
 export * from "./logger.ts";
 export * from "./metrics.ts";
 export * from "./net-address.ts";
+export * from "./outbound-address.ts";
 export * from "./runtime.ts";
 export * from "./sandbox-state.ts";
 export * from "./schemas/api-key.ts";

@@ -25,7 +25,6 @@ export * from "./settings.ts";
 export * from "./start-tasks.ts";
 export * from "./trajectory.ts";
 export * from "./users.ts";
-export * from "./webhook-address.ts";
 export * from "./webhooks.ts";
 export * from "./worker-access.ts";
 export * from "./workspace-files.ts";

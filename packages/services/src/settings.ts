@@ -4,6 +4,10 @@ import {
   type McpConfig,
   maskMcpConfig,
   mcpConfigSchema,
+  OutboundAddressError,
+  type OutboundAddressPolicy,
+  parseOutboundUrl,
+  resolveOutboundAddresses,
   type SecretBox,
   type SecurityAnalyzer,
   type SettingsRequest,
@@ -14,12 +18,6 @@ import {
 import { type Database, type StoredUserSettings, userSettingsRepository } from "@tern/db";
 import type { Kysely } from "kysely";
 import { llmKeyContext, mcpConfigContext } from "./secrets.ts";
-import {
-  parseWebhookUrl,
-  resolveWebhookAddresses,
-  WebhookAddressError,
-  type WebhookAddressPolicy,
-} from "./webhook-address.ts";
 
 /**
  * A user's LLM settings (issue 12): their model, their own endpoint and key (sealed, write-only),
@@ -33,8 +31,8 @@ export interface SettingsDeps {
   llmModels?: { LLM_PROVIDER?: string | undefined; LLM_MODEL?: string | undefined; LLM_MODELS?: readonly string[] };
   /** LLM_USER_BASE_URLS. */
   userBaseUrls?: readonly string[];
-  /** MCP_ALLOW_PRIVATE / MCP_ALLOW_HTTP: where a remote MCP server may be (the webhook rules). */
-  mcpAddressPolicy?: WebhookAddressPolicy;
+  /** MCP_ALLOW_PRIVATE / MCP_ALLOW_HTTP: where a remote MCP server may be (core/outbound-address.ts, as for webhooks). */
+  mcpAddressPolicy?: OutboundAddressPolicy;
   /** MCP_MAX_SERVERS; 0 or absent: no limit. */
   mcpMaxServers?: number;
   /** Name resolution, for tests; the system resolver by default. */
@@ -69,8 +67,9 @@ export const assertModelAllowed = async (
 
 /**
  * A new mcp_config checked (422 naming the field): the server count, each remote URL by the
- * webhook rules (scheme, and every address its name resolves to now; the worker checks again when
- * it connects), values sent back masked replaced by the stored ones. Returns it sealed and masked.
+ * outbound address rules webhooks follow too (scheme, and every address its name resolves to now;
+ * the worker checks again when it connects), values sent back masked replaced by the stored ones.
+ * Returns it sealed and masked.
  */
 const checkedMcpConfig = async (
   deps: SettingsDeps,
@@ -87,9 +86,9 @@ const checkedMcpConfig = async (
   for (const [name, server] of Object.entries(config.mcpServers)) {
     if (isStdioServer(server)) continue;
     try {
-      await resolveWebhookAddresses(parseWebhookUrl(server.url, policy), policy, deps.resolve);
+      await resolveOutboundAddresses(parseOutboundUrl(server.url, policy, "MCP"), policy, "MCP", deps.resolve);
     } catch (err) {
-      if (err instanceof WebhookAddressError) throw invalid(`mcp_config.mcpServers.${name}.url`, err.message);
+      if (err instanceof OutboundAddressError) throw invalid(`mcp_config.mcpServers.${name}.url`, err.message);
       throw err;
     }
   }

@@ -3,8 +3,13 @@ import {
   type CreateWebhookRequest,
   NotFoundError,
   newId,
+  OutboundAddressError,
+  type OutboundAddressPolicy,
   parseId,
+  parseOutboundUrl,
   QuotaExceededError,
+  type Resolver,
+  resolveOutboundAddresses,
   type SecretBox,
   ValidationError,
 } from "@tern/core";
@@ -18,21 +23,15 @@ import {
 } from "@tern/db";
 import type { Kysely } from "kysely";
 import { newestFirstPage, type Page, type PagedReadDeps } from "./paging.ts";
-import {
-  parseWebhookUrl,
-  resolveWebhookAddresses,
-  WebhookAddressError,
-  type WebhookAddressPolicy,
-} from "./webhook-address.ts";
 
 export interface WebhookDeps {
   db: Kysely<Database>;
   secretBox: SecretBox;
-  policy: WebhookAddressPolicy;
+  policy: OutboundAddressPolicy;
   /** MAX_WEBHOOKS_PER_USER; 0 or none: no limit. */
   maxWebhooksPerUser?: number;
   /** Name resolution, for tests; the system resolver by default. */
-  resolve?: (host: string) => Promise<{ address: string; family: number }[]>;
+  resolve?: Resolver;
 }
 
 /** A new signing secret in Standard Webhooks' form: whsec_ and the base64 of 32 random bytes. */
@@ -52,10 +51,10 @@ export const registerWebhook = async (
 ): Promise<{ webhook: Webhook; secret: string }> => {
   let url: URL;
   try {
-    url = parseWebhookUrl(input.url, deps.policy);
-    await resolveWebhookAddresses(url, deps.policy, deps.resolve);
+    url = parseOutboundUrl(input.url, deps.policy, "WEBHOOK");
+    await resolveOutboundAddresses(url, deps.policy, "WEBHOOK", deps.resolve);
   } catch (err) {
-    if (err instanceof WebhookAddressError) throw invalidUrl(err.message);
+    if (err instanceof OutboundAddressError) throw invalidUrl(err.message);
     throw err;
   }
   const repo = webhooksRepository(deps.db);

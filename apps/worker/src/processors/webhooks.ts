@@ -1,15 +1,15 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import type { LookupFunction } from "node:net";
-import { toHexId } from "@tern/core";
+import {
+  OutboundAddressError,
+  type OutboundAddressPolicy,
+  parseOutboundUrl,
+  pinnedLookup,
+  resolveOutboundAddresses,
+  toHexId,
+} from "@tern/core";
 import { type AttemptOutcome, type WebhookDelivery, webhookSecretContext, webhooksRepository } from "@tern/db";
 import { enqueue, type JobPayload } from "@tern/queue";
-import {
-  parseWebhookUrl,
-  resolveWebhookAddresses,
-  WebhookAddressError,
-  type WebhookAddressPolicy,
-} from "@tern/services";
 import type { Job } from "bullmq";
 import { Webhook } from "standardwebhooks";
 import type { WorkerDeps } from "../deps.ts";
@@ -24,7 +24,7 @@ export type DeliverOutcome = "delivered" | "retry" | "failed" | "skipped";
 /** The webhook-id of a delivery: the same on every try, so a receiver can drop repeats. */
 const webhookMessageId = (deliveryId: string): string => `msg_${toHexId(deliveryId)}`;
 
-const policyOf = (deps: WorkerDeps): WebhookAddressPolicy => ({
+const policyOf = (deps: WorkerDeps): OutboundAddressPolicy => ({
   allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE,
   allowHttp: deps.config.WEBHOOK_ALLOW_HTTP,
 });
@@ -56,20 +56,13 @@ export const nextTryAt = (
  */
 const post = async (
   url: URL,
-  policy: WebhookAddressPolicy,
+  policy: OutboundAddressPolicy,
   headers: Record<string, string>,
   body: string,
   timeoutMs: number,
 ): Promise<{ status: number; text: string }> => {
-  const addresses = await resolveWebhookAddresses(url, policy);
-  const pinned = addresses[0]!;
-  const lookup: LookupFunction = (_host, opts, cb) => {
-    if ((opts as { all?: boolean }).all) {
-      (cb as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [pinned]);
-    } else {
-      cb(null, pinned.address, pinned.family);
-    }
-  };
+  const addresses = await resolveOutboundAddresses(url, policy, "WEBHOOK");
+  const lookup = pinnedLookup(addresses[0]!);
   const send = url.protocol === "https:" ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const req = send(
@@ -124,7 +117,7 @@ const deliverWebhook = async (deps: WorkerDeps, deliveryId: string): Promise<Del
   } else {
     try {
       const policy = policyOf(deps);
-      const url = parseWebhookUrl(webhook.url, policy);
+      const url = parseOutboundUrl(webhook.url, policy, "WEBHOOK");
       const secret = deps.secretBox.open(webhook.secretSealed, webhookSecretContext(webhook.id));
       const body = messageOf(delivery);
       const msgId = webhookMessageId(delivery.id);
@@ -151,7 +144,7 @@ const deliverWebhook = async (deps: WorkerDeps, deliveryId: string): Promise<Del
               retryAt: nextTryAt(config, delivery.createdAt, attempt),
             };
     } catch (err) {
-      const message = err instanceof WebhookAddressError ? `refused address: ${err.message}` : String(err);
+      const message = err instanceof OutboundAddressError ? `refused address: ${err.message}` : String(err);
       outcome = {
         delivered: false,
         statusCode: null,

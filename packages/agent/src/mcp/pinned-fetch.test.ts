@@ -1,7 +1,8 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { OutboundAddressError, type Resolver } from "@tern/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { McpAddressError, pinnedFetch, type Resolver } from "./pinned-fetch.ts";
+import { pinnedFetch } from "./pinned-fetch.ts";
 
 // The address rules of remote MCP servers, applied at each request on the address then used.
 let server: Server;
@@ -29,7 +30,7 @@ describe("pinnedFetch", () => {
     };
     const fetch = pinnedFetch({ allowPrivate: false, allowHttp: true }, resolve);
     const before = hits;
-    await expect(fetch(`http://${NAME}:${port}/mcp`)).rejects.toThrow(McpAddressError);
+    await expect(fetch(`http://${NAME}:${port}/mcp`)).rejects.toThrow(OutboundAddressError);
     await expect(fetch(`http://${NAME}:${port}/mcp`)).rejects.toThrow(/loopback or link-local/);
     // Resolved again at each request: a name that moves to a private address is caught then.
     expect(lookups).toBe(2);
@@ -43,8 +44,8 @@ describe("pinnedFetch", () => {
     ];
     const fetch = pinnedFetch({ allowPrivate: false, allowHttp: true }, resolve);
     await expect(fetch(`http://${NAME}/mcp`)).rejects.toThrow(/10\.1\.2\.3/);
-    await expect(fetch("http://169.254.169.254/latest/meta-data")).rejects.toThrow(McpAddressError);
-    await expect(fetch("http://[::1]/mcp")).rejects.toThrow(McpAddressError);
+    await expect(fetch("http://169.254.169.254/latest/meta-data")).rejects.toThrow(OutboundAddressError);
+    await expect(fetch("http://[::1]/mcp")).rejects.toThrow(OutboundAddressError);
   });
 
   it("refuses plain http unless allowed, and credentials in the URL", async () => {

@@ -1,67 +1,13 @@
-import { lookup } from "node:dns/promises";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { isIP, type LookupFunction } from "node:net";
 import { Readable } from "node:stream";
-import { isNonPublicAddress } from "@tern/core";
-
-/**
- * Where a remote MCP server may be: the webhook rules (services/webhook-address.ts) with their own
- * switches, MCP_ALLOW_PRIVATE and MCP_ALLOW_HTTP.
- */
-export interface McpAddressPolicy {
-  allowPrivate: boolean;
-  allowHttp: boolean;
-}
-
-export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>;
-
-/** A refused URL or address: the server is left out, and the reason is said in the run's events. */
-export class McpAddressError extends Error {
-  override name = "McpAddressError";
-}
-
-const systemResolve: Resolver = (host) => lookup(host, { all: true, verbatim: true });
-
-/** The URL's form checked (scheme by the policy, no credentials); McpAddressError otherwise. */
-export const checkMcpUrl = (raw: string | URL, policy: McpAddressPolicy): URL => {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new McpAddressError("not a URL");
-  }
-  if (url.protocol !== "https:" && !(url.protocol === "http:" && policy.allowHttp)) {
-    throw new McpAddressError("must be an https URL (plain http is allowed only with MCP_ALLOW_HTTP=true)");
-  }
-  if (url.username || url.password) throw new McpAddressError("must not carry credentials");
-  return url;
-};
-
-/** The address to connect to: `url`'s host resolved now, every address allowed by the policy. */
-const checkedAddress = async (
-  url: URL,
-  policy: McpAddressPolicy,
-  resolve: Resolver = systemResolve,
-): Promise<{ address: string; family: number }> => {
-  const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
-  let addresses: { address: string; family: number }[];
-  if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
-  else {
-    addresses = await resolve(host).catch(() => []);
-    if (addresses.length === 0) throw new McpAddressError(`host ${host} does not resolve`);
-  }
-  if (!policy.allowPrivate) {
-    // One refused address is enough: the connection could go to it.
-    const refused = addresses.find((a) => isNonPublicAddress(a.address));
-    if (refused) {
-      throw new McpAddressError(
-        `${host} resolves to ${refused.address}, a private, loopback or link-local address (refused unless MCP_ALLOW_PRIVATE=true)`,
-      );
-    }
-  }
-  return addresses[0] as { address: string; family: number };
-};
+import {
+  type OutboundAddressPolicy,
+  parseOutboundUrl,
+  pinnedLookup,
+  type Resolver,
+  resolveOutboundAddresses,
+} from "@tern/core";
 
 const headersOf = (init: RequestInit | undefined): Record<string, string> => {
   const out: Record<string, string> = {};
@@ -78,17 +24,10 @@ const headersOf = (init: RequestInit | undefined): Record<string, string> => {
  * DNS rebinding). Redirects are not followed (the SDK sees them as failures).
  */
 export const pinnedFetch =
-  (policy: McpAddressPolicy, resolve: Resolver = systemResolve) =>
+  (policy: OutboundAddressPolicy, resolve?: Resolver) =>
   async (input: string | URL, init?: RequestInit): Promise<Response> => {
-    const url = checkMcpUrl(input, policy);
-    const pinned = await checkedAddress(url, policy, resolve);
-    const pinLookup: LookupFunction = (_host, opts, cb) => {
-      if ((opts as { all?: boolean }).all) {
-        (cb as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [pinned]);
-      } else {
-        cb(null, pinned.address, pinned.family);
-      }
-    };
+    const url = parseOutboundUrl(input, policy, "MCP");
+    const [pinned] = await resolveOutboundAddresses(url, policy, "MCP", resolve);
     const body =
       init?.body === undefined || init.body === null
         ? undefined
@@ -102,7 +41,7 @@ export const pinnedFetch =
         {
           method: init?.method ?? "GET",
           headers: headersOf(init),
-          lookup: pinLookup,
+          lookup: pinnedLookup(pinned!),
           signal: init?.signal ?? undefined,
         },
         (res: IncomingMessage) => {

@@ -12,11 +12,15 @@ import {
   mcpTransportNamed,
   mcpTransportOf,
   type Observation,
+  OutboundAddressError,
+  type OutboundAddressPolicy,
+  parseOutboundUrl,
+  type Resolver,
   secretReferencePattern,
 } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { ToolDefinition } from "../llm/types.ts";
-import { checkMcpUrl, McpAddressError, type McpAddressPolicy, pinnedFetch, type Resolver } from "./pinned-fetch.ts";
+import { pinnedFetch } from "./pinned-fetch.ts";
 import { SandboxStdioTransport } from "./sandbox-stdio.ts";
 
 /** The operator's MCP settings (README: MCP_*). */
@@ -182,7 +186,7 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
     ...defaults,
     ...Object.fromEntries(Object.entries(deps.settings).filter(([, v]) => v !== undefined)),
   };
-  const policy: McpAddressPolicy = {
+  const policy: OutboundAddressPolicy = {
     allowPrivate: deps.settings.MCP_ALLOW_PRIVATE ?? false,
     allowHttp: deps.settings.MCP_ALLOW_HTTP ?? false,
   };
@@ -221,7 +225,7 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       }
       return client;
     }
-    const url = checkMcpUrl(s.url, policy);
+    const url = parseOutboundUrl(s.url, policy, "MCP");
     const headers = resolveMap(s.headers, deps.secrets);
     const open = async (kind: "http" | "sse"): Promise<void> => {
       const transport: Transport =
@@ -237,7 +241,7 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       try {
         await open("http");
       } catch (err) {
-        if (err instanceof McpAddressError) throw err;
+        if (err instanceof OutboundAddressError) throw err;
         await client.close().catch(() => undefined);
         try {
           await open("sse");
