@@ -11,7 +11,9 @@ import {
   removeSandboxesOfNamespace,
   type SandboxedConversationInput,
   type ScriptedLlmServer,
+  type ServiceProcess,
   startLlmServer,
+  startService,
   type TestDatabase,
   testRedisUrl,
   testSandboxDriver,
@@ -31,7 +33,7 @@ export type WorkerLlm = "openai" | "anthropic" | "none";
  * The agent-run job around the agent loop: real Postgres (own database), Redis (own prefix),
  * sandboxes (own ones, labelled with the prefix as namespace) and a scripted LLM on loopback.
  * The agent-run processor runs in a BullMQ worker of this process once a test asks for a run
- * (tests that start worker processes use `env`). The loop itself is tested in packages/agent.
+ * (tests that start worker processes use `env` and `startWorker`). The loop itself is tested in packages/agent.
  */
 export const createAgentFixture = async (opts: { env?: Record<string, string> } = {}) => {
   const database: TestDatabase = await createTestDatabase();
@@ -116,7 +118,16 @@ export const createAgentFixture = async (opts: { env?: Record<string, string> } 
     return { runId, conversation: await waitForRun(conversationId, runId) };
   };
 
+  /** Worker processes a test starts (to kill or stop one): killed at close if still running. */
+  const processes: ServiceProcess[] = [];
+  const startWorker = async (workerEnv: Record<string, string>) => {
+    const p = await startService("worker", workerEnv);
+    processes.push(p);
+    return p;
+  };
+
   const close = async () => {
+    await Promise.all(processes.map((p) => p.kill()));
     await (worker as Worker | null)?.close();
     await queues.close();
     redis.disconnect();
@@ -136,6 +147,7 @@ export const createAgentFixture = async (opts: { env?: Record<string, string> } 
     queues,
     env,
     useProvider,
+    startWorker,
     newConversation,
     sayToAgent: (conversationId: string, text: string) =>
       eventsRepository(database.db).append(conversationId, [userMessageDraft(text)]),

@@ -1,24 +1,15 @@
 import { enqueueAgentRun } from "@tern/queue";
-import {
-  kindsOf,
-  type ServiceProcess,
-  startService,
-  statusChanges,
-  waitFor,
-  fixtureWorkspaceDir as workspaceDir,
-} from "@tern/testing";
+import { kindsOf, statusChanges, waitFor, fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
 let fx: AgentFixture;
-const workers: ServiceProcess[] = [];
 
 beforeAll(async () => {
   fx = await createAgentFixture();
 });
 
 afterAll(async () => {
-  await Promise.all(workers.map((w) => w.kill()));
   await fx?.close();
 });
 
@@ -46,8 +37,7 @@ describe("a worker killed during a run", () => {
       WORKER_LOCK_DURATION_MS: "2000",
       WORKER_STALLED_INTERVAL_MS: "1000",
     };
-    const first = await startService("worker", env);
-    workers.push(first);
+    const first = await fx.startWorker(env);
     const runId = await enqueueAgentRun(fx.queues, conversationId);
 
     // The command is running in the sandbox: its ActionEvent is stored, its first line written.
@@ -59,8 +49,7 @@ describe("a worker killed during a run", () => {
     expect(kindsOf(before).at(-1)).toBe("ActionEvent");
     await first.kill();
 
-    const second = await startService("worker", env);
-    workers.push(second);
+    const second = await fx.startWorker(env);
     const conversation = await waitFor(
       async () => {
         const c = await fx.conversation(conversationId);

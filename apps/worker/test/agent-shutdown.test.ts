@@ -1,17 +1,15 @@
 import { enqueueAgentRun } from "@tern/queue";
-import { type ServiceProcess, startService, waitFor, fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
+import { waitFor, fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
 let fx: AgentFixture;
-const workers: ServiceProcess[] = [];
 
 beforeAll(async () => {
   fx = await createAgentFixture();
 });
 
 afterAll(async () => {
-  await Promise.all(workers.map((w) => w.kill()));
   await fx?.close();
 });
 
@@ -36,8 +34,7 @@ describe("a worker stopped (SIGTERM) while its run waits on a long command", () 
       WORKER_LOCK_DURATION_MS: "2000",
       WORKER_STALLED_INTERVAL_MS: "1000",
     };
-    const first = await startService("worker", env);
-    workers.push(first);
+    const first = await fx.startWorker(env);
     await enqueueAgentRun(fx.queues, conversationId);
     await waitFor(
       async () => (await fx.exec(sandboxRef, `cat ${workspaceDir}/marks.txt 2>/dev/null`)).includes("began"),
@@ -50,8 +47,7 @@ describe("a worker stopped (SIGTERM) while its run waits on a long command", () 
     // The grace, then the hand-back and the closing of its connections: seconds, not the command's 20.
     expect(took).toBeLessThan(GRACE_MS + 6_000);
 
-    const second = await startService("worker", env);
-    workers.push(second);
+    const second = await fx.startWorker(env);
     const conversation = await waitFor(
       async () => {
         const c = await fx.conversation(conversationId);

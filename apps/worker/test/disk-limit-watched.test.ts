@@ -1,5 +1,5 @@
 import { enqueueAgentRun, liveWorkers } from "@tern/queue";
-import { kindsOf, type ServiceProcess, startService, waitFor } from "@tern/testing";
+import { kindsOf, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
@@ -13,15 +13,13 @@ const LIMIT_MB = 1024;
 const MiB = 1024 * 1024;
 
 let fx: AgentFixture;
-let worker: ServiceProcess | undefined;
 
 beforeAll(async () => {
   fx = await createAgentFixture();
 });
 
 afterAll(async () => {
-  // Killed: its run's command is frozen with the sandbox, and would hold a graceful stop.
-  await worker?.kill();
+  // Its worker is killed (fx.close): its run's command is frozen with the sandbox, and would hold a graceful stop.
   await fx?.close();
 });
 
@@ -44,7 +42,7 @@ describe("a disk limit the worker holds itself (watched)", () => {
       },
       { text: "Filled." },
     );
-    worker = await startService("worker", {
+    const worker = await fx.startWorker({
       ...fx.env("openai"),
       LOG_LEVEL: "info",
       SANDBOX_POOL_SIZE: "0",

@@ -1,5 +1,5 @@
 import { enqueueAgentRun } from "@tern/queue";
-import { type RecordedRequest, type ScriptedReply, type ServiceProcess, startService, waitFor } from "@tern/testing";
+import { type RecordedRequest, type ScriptedReply, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
@@ -9,14 +9,12 @@ import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
  * summarizes nothing again.
  */
 let fx: AgentFixture;
-const workers: ServiceProcess[] = [];
 
 beforeAll(async () => {
   fx = await createAgentFixture();
 });
 
 afterAll(async () => {
-  await Promise.all(workers.map((w) => w.kill()));
   await fx?.close();
 });
 
@@ -55,8 +53,7 @@ describe("a worker killed during a condensed run", () => {
       WORKER_STALLED_INTERVAL_MS: "1000",
     };
     try {
-      const first = await startService("worker", env);
-      workers.push(first);
+      const first = await fx.startWorker(env);
       await enqueueAgentRun(fx.queues, conversationId);
       await waitFor(() => steps >= HELD, { what: "the held LLM call", timeoutMs: 60_000 });
       const condensedBefore = (await fx.events(conversationId)).filter((e) => e.kind === "CondensationEvent");
@@ -65,8 +62,7 @@ describe("a worker killed during a condensed run", () => {
       await first.kill();
       release();
 
-      const second = await startService("worker", env);
-      workers.push(second);
+      await fx.startWorker(env);
       const conversation = await waitFor(
         async () => {
           const c = await fx.conversation(conversationId);
