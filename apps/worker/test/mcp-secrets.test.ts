@@ -4,7 +4,7 @@ import { type ScriptedLlmServer, type ServiceProcess, startLlmServer, waitFor } 
 import { startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createStartHarness, type StartHarness } from "./start-harness.ts";
+import { createStartHarness, recordingClient, type StartHarness } from "./start-harness.ts";
 
 /**
  * MCP settings end to end through real API and worker processes (issue 20 §2): mcp_config is set
@@ -41,16 +41,7 @@ const LITERAL_CANARY = `mcp-literal-canary-${randomUUID()}`;
 describe("MCP settings and secrets, end to end", () => {
   it("a secret or literal value in an MCP header reaches the server and appears nowhere else", async () => {
     const { key } = await h.newUser();
-    const answers: string[] = [];
-    const call = async (path: string, init: RequestInit = {}) => {
-      const res = await fetch(`${api.url}${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      });
-      const text = await res.text();
-      answers.push(text);
-      return { status: res.status, body: JSON.parse(text) };
-    };
+    const { answers, call } = recordingClient(api.url, key);
     const post = (path: string, body: unknown) => call(path, { method: "POST", body: JSON.stringify(body) });
 
     expect((await post("/api/v1/secrets", { name: "MCP_TOKEN", value: TOKEN_CANARY })).status).toBe(201);

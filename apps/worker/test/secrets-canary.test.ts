@@ -3,7 +3,7 @@ import { toHexId } from "@tern/core";
 import { conversationsRepository, eventsRepository } from "@tern/db";
 import { type ScriptedLlmServer, type ServiceProcess, startLlmServer, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
+import { createStartHarness, recordingClient, type StartHarness, uuidOf } from "./start-harness.ts";
 
 /**
  * A user's secrets and a start request's, end to end through real API and worker processes: they
@@ -32,16 +32,7 @@ const REQUEST_CANARY = `request-canary-${randomUUID()}`;
 describe("secrets, end to end", () => {
   it("are the agent's environment and appear nowhere else", async () => {
     const { key } = await h.newUser();
-    const answers: string[] = [];
-    const call = async (path: string, init: RequestInit = {}) => {
-      const res = await fetch(`${api.url}${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      });
-      const text = await res.text();
-      answers.push(text);
-      return { status: res.status, body: JSON.parse(text) };
-    };
+    const { answers, call } = recordingClient(api.url, key);
     expect(
       (
         await call("/api/v1/secrets", {

@@ -63,6 +63,24 @@ export interface StartHarness {
 /** The id as the database writes it (the API answers with 32 hex characters). */
 export const uuidOf = (hex: string): string => parseId(hex) ?? hex;
 
+/**
+ * Calls an API process as `key`, keeping the text of every answer: the secrets tests search all
+ * that a client was ever shown for what must not appear.
+ */
+export const recordingClient = (apiUrl: string, key: string) => {
+  const answers: string[] = [];
+  const call = async (path: string, init: RequestInit = {}) => {
+    const res = await fetch(`${apiUrl}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    });
+    const text = await res.text();
+    answers.push(text);
+    return { status: res.status, body: JSON.parse(text) };
+  };
+  return { answers, call };
+};
+
 export const createStartHarness = async (): Promise<StartHarness> => {
   const driver = testSandboxDriver();
   const stack = await startStack({
