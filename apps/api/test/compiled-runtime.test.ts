@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import {
@@ -27,12 +27,10 @@ let database: TestDatabase;
 const prefix = createRedisPrefix();
 const children: ChildProcess[] = [];
 
+// dist/ is the run's global set-up's build (packages/testing/src/global-setup.ts, scripts/build.mjs).
 beforeAll(async () => {
   database = await createTestDatabase();
-  // dist/ is the run's global set-up's build (packages/testing/src/global-setup.ts): building again
-  // here would change nothing, and a build is safe beside processes running from dist/.
-  execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "pipe" });
-}, scaled(180_000));
+});
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
@@ -84,18 +82,14 @@ describe("compiled runtime", () => {
   });
 
   it("the compiled worker starts and is ready", async () => {
-    const worker = await startService(
-      "worker",
-      {
-        DATABASE_URL: database.url,
-        REDIS_PREFIX: prefix,
-        SANDBOX_POOL_SIZE: "0",
-        SANDBOX_NETWORK: testSandboxNetworkName(),
-        WORKER_ID: "compiled",
-        NODE_OPTIONS: "",
-      },
-      { compiled: true },
-    );
+    const worker = await startService("worker", {
+      DATABASE_URL: database.url,
+      REDIS_PREFIX: prefix,
+      SANDBOX_POOL_SIZE: "0",
+      SANDBOX_NETWORK: testSandboxNetworkName(),
+      WORKER_ID: "compiled",
+      NODE_OPTIONS: "",
+    });
     children.push(worker.child);
     expect(await worker.stop()).toBe(0);
   });

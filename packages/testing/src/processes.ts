@@ -48,12 +48,13 @@ const MAX_OUTPUT_CHARS = 4 * 1024 * 1024;
  * The node arguments that run an app's entry point: compiled JavaScript, as production runs it
  * (`--conditions=tern-dist`), built by the test run's global set-up (global-setup.ts) or the bench
  * (scripts/build.mjs rewrites only what changed). Ready in about half the time of the source through
- * tsx, which compiles every file at each start; `compiled: false` asks for that.
+ * tsx, which compiles every file at each start.
  */
-export const appEntry = (app: "api" | "worker" | "cli", compiled = true): string[] =>
-  compiled
-    ? ["--conditions=tern-dist", "--enable-source-maps", `apps/${app}/dist/main.js`]
-    : ["--import", "tsx", `apps/${app}/src/main.ts`];
+export const appEntry = (app: "api" | "worker" | "cli"): string[] => [
+  "--conditions=tern-dist",
+  "--enable-source-maps",
+  `apps/${app}/dist/main.js`,
+];
 
 /**
  * Spawns an app's main (api, worker) with `env` on top of this process's environment, and
@@ -63,13 +64,12 @@ export const appEntry = (app: "api" | "worker" | "cli", compiled = true): string
 export const startService = async (
   app: "api" | "worker",
   env: Record<string, string>,
-  /** compiled: apps/<app>/dist/main.js (true, the default) or the source through tsx (false). */
-  opts: { timeoutMs?: number; compiled?: boolean } = {},
+  opts: { timeoutMs?: number } = {},
 ): Promise<ServiceProcess> => {
   const port = app === "api" ? (env.PORT ?? String(await freePort())) : "0";
   // Workers' own HTTP servers on any free loopback port: several run at once, and the API finds them in Redis.
   const workerHttp = app === "worker" ? { WORKER_HTTP_PORT: "0", WORKER_HTTP_HOST: "127.0.0.1" } : {};
-  const child = spawn(process.execPath, appEntry(app, opts.compiled), {
+  const child = spawn(process.execPath, appEntry(app), {
     cwd: repoRoot,
     env: {
       ...process.env,
