@@ -7,11 +7,10 @@ import {
   UnavailableError,
 } from "@tern/core";
 import { confirmationsRepository } from "@tern/db";
-import { enqueueAgentRun } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
-import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
-import { engineOf } from "./sandbox-of.ts";
+import { assertQueueReady } from "../queue-availability.ts";
+import { engineOf, requestRun } from "./sandbox-of.ts";
 
 /**
  * Confirmation mode (issue 20): the user's answer to tool calls that wait, and a conversation's own
@@ -62,9 +61,7 @@ export const respondToConfirmation = async (
   );
   if (done.outcome === "missing") throw new NotFoundError("Conversation not found");
   if (done.outcome === "not_waiting") throw notWaiting();
-  await withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversation.id, undefined, engineId), {
-    conversation_id: conversation.id,
-  }).catch(() => {
+  await requestRun(deps, conversation.id, engineId).catch(() => {
     throw new UnavailableError(
       "The answer was stored, but the run could not be requested (job queue unreachable); POST /run to go on",
     );

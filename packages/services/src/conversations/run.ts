@@ -1,11 +1,11 @@
 import { ConflictError, isSandboxRunnable } from "@tern/core";
 import { agentRunsRepository } from "@tern/db";
-import { enqueueAgentRun, isAgentRunJobAlive } from "@tern/queue";
+import { isAgentRunJobAlive } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
 import { withJobQueue } from "../queue-availability.ts";
 import { assertNotWaitingForConfirmation } from "./confirmation.ts";
-import { engineOf, refuseRun } from "./sandbox-of.ts";
+import { engineOf, refuseRun, requestRun } from "./sandbox-of.ts";
 
 /**
  * Asks for a run of the agent, which continues from the stored events. ConflictError while a run
@@ -26,7 +26,5 @@ export const runConversation = async (
   if (active && (await withJobQueue(deps, () => isAgentRunJobAlive(deps.queues, conversation.id, active, engineId)))) {
     throw new ConflictError("The agent is already running in this conversation");
   }
-  await withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversation.id, undefined, engineId), {
-    conversation_id: conversation.id,
-  });
+  await requestRun(deps, conversation.id, engineId);
 };

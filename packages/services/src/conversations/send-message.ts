@@ -11,14 +11,13 @@ import {
   UnavailableError,
 } from "@tern/core";
 import { eventsRepository, sandboxesRepository } from "@tern/db";
-import { enqueueAgentRun } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
-import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
+import { assertQueueReady } from "../queue-availability.ts";
 import { assertMessageSize } from "../quotas.ts";
 import { maskMessageContent } from "../secrets.ts";
 import { rejectPendingForMessage } from "./confirmation.ts";
-import { engineOf, refuseRun } from "./sandbox-of.ts";
+import { engineOf, refuseRun, requestRun } from "./sandbox-of.ts";
 
 export interface UserMessage {
   content: MessageContent[];
@@ -73,9 +72,7 @@ export const sendMessage = async (
     { maxEvents: deps.limits?.maxEventsPerConversation },
   );
   if (!message.run) return;
-  await withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversation.id, undefined, engineId), {
-    conversation_id: conversation.id,
-  }).catch(() => {
+  await requestRun(deps, conversation.id, engineId).catch(() => {
     throw new UnavailableError(
       "The message was stored, but the run could not be requested (job queue unreachable); POST /run to start it",
     );
