@@ -7,6 +7,28 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # Hides the password of a URL in messages.
 redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#' <<<"$1"; }
 
+# A pid file's process, when it is alive and its command line holds PATTERN (a fixed string): the
+# file's pid can belong to anything else after a reboot (/run is kept on this kind of machine) or
+# once the process died, and a pid is only ours if its command line says so.
+pid_of_file_matching() {
+  local file=$1 pattern=$2 pid
+  pid="$(tr -dc 0-9 <"$file" 2>/dev/null || true)"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$pattern" &&
+    printf '%s\n' "$pid"
+}
+
+# Before a dockerd starts on EXEC_ROOT: a containerd.pid left there by a containerd that is gone.
+# dockerd takes any live process of that pid for its containerd, waits for a socket nobody opens
+# and exits ("timeout waiting for containerd to start"): after a reboot or a kill, the pid is
+# often some other process's.
+clear_stale_containerd_pid() {
+  local file="$1/containerd/containerd.pid"
+  [ -e "$file" ] || return 0
+  pid_of_file_matching "$file" "$1/containerd/containerd.toml" >/dev/null && return 0
+  log "removing stale $file"
+  rm -f "$file"
+}
+
 # apt-get install, with `apt-get update` only when the first attempt fails.
 # INSTALL_HINT says what the user can do instead (e.g. "set DATABASE_URL").
 # Two installs at once (two test engines set up side by side, or a user's apt beside start.sh) take

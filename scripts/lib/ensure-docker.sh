@@ -42,16 +42,9 @@ has_runsc() { timeout 15 docker info --format '{{json .Runtimes}}' 2>/dev/null |
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
 # The local dockerd's pid (ours, or one started another way), for a reload.
+# The local dockerd: ours (started with our pid file), or one the system started (/var/run/docker.pid).
 local_dockerd_pid() {
-  local f pid
-  for f in "$PID_FILE" /var/run/docker.pid; do
-    pid="$(cat "$f" 2>/dev/null || true)"
-    if pid_alive "$pid" && grep -q dockerd "/proc/$pid/comm" 2>/dev/null; then
-      printf '%s\n' "$pid"
-      return 0
-    fi
-  done
-  return 1
+  pid_of_file_matching "$PID_FILE" "--pidfile $PID_FILE" || pid_of_file_matching /var/run/docker.pid dockerd
 }
 
 # runsc as a runtime in daemon.json, with its network stack on the host's kernel (gVisor's own
@@ -126,16 +119,13 @@ if ! have dockerd || ! have docker; then
 fi
 
 pid=""
-if [ -s "$PID_FILE" ] && pid_alive "$(cat "$PID_FILE")" &&
-  grep -q dockerd "/proc/$(cat "$PID_FILE")/comm" 2>/dev/null; then
-  pid="$(cat "$PID_FILE")"
+if pid="$(pid_of_file_matching "$PID_FILE" "--pidfile $PID_FILE")"; then
   log "dockerd (pid $pid) is running but does not answer yet; waiting"
-elif [ -s /var/run/docker.pid ] && pid_alive "$(cat /var/run/docker.pid)" &&
-  grep -q dockerd "/proc/$(cat /var/run/docker.pid)/comm" 2>/dev/null; then
-  pid="$(cat /var/run/docker.pid)"
+elif pid="$(pid_of_file_matching /var/run/docker.pid dockerd)"; then
   log "a dockerd (pid $pid, not started by tern) is running but does not answer yet; waiting"
 else
   rm -f "$PID_FILE"
+  clear_stale_containerd_pid /var/run/docker
   extra=()
   if [ "${TERN_DOCKER_XFS:-}" = 1 ]; then
     # Sparse, so only what is written takes room; 80% of the free space keeps the host's disk

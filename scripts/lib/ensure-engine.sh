@@ -73,11 +73,9 @@ exec 8>"/var/run/$NAME.lock"
 flock 8
 
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
-engine_pid() {
-  local pid
-  pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-  pid_alive "$pid" && grep -q dockerd "/proc/$pid/comm" 2>/dev/null && printf '%s\n' "$pid"
-}
+# This engine's dockerd: its pid file's process, if that runs with this engine's config (not
+# another engine's, nor whatever took the pid after a reboot).
+engine_pid() { pid_of_file_matching "$PID_FILE" "--config-file $CONFIG"; }
 answers() { DOCKER_HOST="$HOST" timeout 15 docker info >/dev/null 2>&1; }
 
 # The rules engine N needs, in its own chains; replaced atomically, logged only when they change.
@@ -169,7 +167,9 @@ stop_engine() {
   fi
   if findmnt --mountpoint "$DATA_ROOT" >/dev/null 2>&1; then
     log "unmounting $DATA_ROOT"
-    umount "$DATA_ROOT"
+    # Recursively: a dockerd that died without its shutdown leaves its storage driver's own mount
+    # (btrfs: $DATA_ROOT/btrfs) inside.
+    umount -R "$DATA_ROOT"
   fi
   if ip link show "$BRIDGE" >/dev/null 2>&1; then
     log "removing bridge $BRIDGE"
@@ -207,6 +207,9 @@ if [ -z "$pid" ]; then
   # with it the host's docker0, which is the main engine's bridge. Each start of engine N therefore
   # begins with an empty network store (networks are re-created by whoever needs them).
   rm -f "$DATA_ROOT/network/files/local-kv.db"
+  # dockerd refuses a pid file that names a live process, whichever it is; ours is not running.
+  rm -f "$PID_FILE"
+  clear_stale_containerd_pid "$EXEC_ROOT"
   log "starting engine $N: dockerd --config-file $CONFIG (log $LOG_FILE)"
   # setsid: not in our process group, so it outlives whoever ran us.
   # 8>&-: the lock is ours, not the engine's to hold for as long as it runs.
