@@ -115,6 +115,8 @@ const main = async () => {
   process.stdout.write(`results: ${written}\n`);
   if (values.html) process.stdout.write(`report: ${await writeHtml(written, result)}\n`);
   if (failures.length > 0) {
+    // Each failure's cause again at the very end, where a CI log's tail still shows it.
+    for (const f of failures) process.stdout.write(`section ${f.section} failed: ${f.error}\n`);
     process.stdout.write(`failed sections: ${failures.map((f) => f.section).join(", ")}\n`);
     process.exitCode = 1;
   }
