@@ -5,7 +5,7 @@ import { createConversationFixture, sampleEvent, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { createApp } from "../src/app.ts";
-import { createRateLimiter } from "../src/middleware/rate-limit.ts";
+import { budgetOf, createRateLimiter } from "../src/middleware/rate-limit.ts";
 import { type StreamTestApi, startStreamTestApi } from "./stream-harness.ts";
 
 /**
@@ -161,6 +161,13 @@ describe("agent-server mount: rate limit", () => {
     expect(viaApp.headers.get("ratelimit-remaining")).toBe("4");
     const viaAgent = await limited.request(agent(alice, PROBE), { headers: { "x-session-api-key": alice.key } });
     expect(viaAgent.headers.get("ratelimit-remaining")).toBe("3");
+  });
+
+  it("counts a start and a message on the agent server against the same budgets as on the app server", () => {
+    expect(budgetOf("POST", "/agent/abc/api/conversations")).toBe("starts");
+    expect(budgetOf("POST", "/agent/abc/api/conversations/def/events")).toBe("messages");
+    expect(budgetOf("POST", "/agent/abc/api/conversations/def/events/respond_to_confirmation")).toBeNull();
+    expect(budgetOf("GET", "/agent/abc/api/conversations")).toBeNull();
   });
 });
 

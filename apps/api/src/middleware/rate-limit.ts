@@ -18,9 +18,8 @@ export type RateBudget = "general" | "starts" | "messages";
 const STARTS: RegExp[] = [
   /^\/api\/v1\/app-conversations\/?$/,
   /^\/api\/v1\/app-conversations\/stream-start\/?$/,
-  // The agent server's (routes/agent-server): a conversation started there, and a sandbox without one.
+  // The agent server's (routes/agent-server): a conversation started there.
   /^\/agent\/[^/]+\/api\/conversations\/?$/,
-  /^\/api\/v1\/sandboxes\/?$/,
 ];
 const MESSAGES: RegExp[] = [
   /^\/api\/v1\/app-conversations\/[^/]+\/send-message\/?$/,
