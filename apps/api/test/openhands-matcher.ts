@@ -17,7 +17,7 @@ export interface FieldType {
 
 export type Models = Record<string, { fields: Record<string, FieldType> }>;
 
-export const kindOf = (v: unknown): string => {
+const kindOf = (v: unknown): string => {
   if (v === null) return "null";
   if (Array.isArray(v)) return "array";
   if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";

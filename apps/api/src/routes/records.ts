@@ -33,7 +33,7 @@ export interface RecordUrls {
  * `agent_server_url` of a sandbox: the agent-server API this API serves for it (routes/agent-server),
  * `{PUBLIC_URL}/agent/{sandbox_id}`, or under AGENT_SERVER_BASE_URL when a reverse proxy routes it.
  */
-export const agentServerUrlOf = (urls: RecordUrls, sandboxId: string): string =>
+const agentServerUrlOf = (urls: RecordUrls, sandboxId: string): string =>
   `${(urls.AGENT_SERVER_BASE_URL ?? `${urls.publicUrl}/agent`).replace(/\/+$/, "")}/${toHexId(sandboxId)}`;
 
 /** The port a URL is reached on: its own, else its scheme's. */

@@ -10,7 +10,7 @@ import type { AgentSandbox } from "./context.ts";
  * The agent server's own answer to a missing or wrong key (FastAPI's HTTPException(401)): the body
  * says no more than that, as OpenHands' `check_session_api_key` does.
  */
-export const agentUnauthorized = () => new UnauthorizedError("Unauthorized");
+const agentUnauthorized = () => new UnauthorizedError("Unauthorized");
 
 /** Unknown sandbox, or another user's: the same answer, so a sandbox id reveals nothing. */
 const unknownSandbox = () => new NotFoundError("Not Found");

@@ -12,7 +12,7 @@ import { type EventFeed, type FeedSocket, openEventFeed } from "../streams/event
 import { type AgentCaller, authenticateAgentKey } from "./auth.ts";
 
 /** How long a socket opened without a key has to send its auth frame (as OpenHands' sockets.py). */
-export const FIRST_FRAME_AUTH_TIMEOUT_MS = 10_000;
+const FIRST_FRAME_AUTH_TIMEOUT_MS = 10_000;
 
 /** What a client sends once authenticated: the SDK's Message, of which we take the user's text. */
 const incomingMessage = z.object({

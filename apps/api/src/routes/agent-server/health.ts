@@ -2,10 +2,10 @@ import type { Hono } from "hono";
 import type { ApiDeps } from "../../deps.ts";
 
 /** The openhands-agent-server version whose API this serves (its contract: test/fixtures/openhands/agent-server.json). */
-export const AGENT_SERVER_API_VERSION = "1.43.1";
+const AGENT_SERVER_API_VERSION = "1.43.1";
 
 /** The tools a client may name in StartConversationRequest (the agent's own, by the SDK's names). */
-export const AGENT_SERVER_TOOLS = ["terminal", "file_editor", "task_tracker"];
+const AGENT_SERVER_TOOLS = ["terminal", "file_editor", "task_tracker"];
 
 const startedAt = Date.now();
 
