@@ -34,11 +34,14 @@ const serverError = (code: string, detail: string) =>
 const isAuthFrame = (data: unknown): boolean =>
   typeof data === "object" && data !== null && (data as { type?: unknown }).type === "auth";
 
-/** after_timestamp as an instant: a naive one is the server's time, which is UTC here. */
+/**
+ * after_timestamp as an instant: a naive one is the server's time, which is UTC here. Kept as given
+ * (Postgres reads it), so its microseconds count as the stored timestamps' do; null when not a datetime.
+ */
 const parseAfterTimestamp = (raw: string): string | null => {
   const naive = !/(Z|[+-]\d\d:?\d\d)$/i.test(raw);
-  const ms = Date.parse(naive ? `${raw}Z` : raw);
-  return Number.isNaN(ms) ? null : new Date(ms).toISOString();
+  const at = naive ? `${raw}Z` : raw;
+  return /^\d{4}-\d\d-\d\d[T ]\d\d:\d\d/.test(at) && !Number.isNaN(Date.parse(at)) ? at : null;
 };
 
 /**
