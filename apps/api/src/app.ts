@@ -15,6 +15,7 @@ import { requestLog } from "./middleware/request-log.ts";
 import { validationHook } from "./middleware/validation.ts";
 import { pageRoutes } from "./page/routes.ts";
 import { ADMIN_QUEUES_PATH, adminQueueRoutes } from "./routes/admin/queues.ts";
+import { AGENT_SERVER_MOUNT, agentServerRoutes } from "./routes/agent-server/index.ts";
 import { appConversationRoutes } from "./routes/app-conversations/index.ts";
 import { registerDocs } from "./routes/docs.ts";
 import { eventRoutes } from "./routes/events/index.ts";
@@ -120,6 +121,8 @@ export const createApp = (given: ApiDeps) => {
     app.route("/", routes(deps));
   }
   app.route(ADMIN_QUEUES_PATH, adminQueueRoutes(deps, keyUsage));
+  // Each sandbox's agent-server API: its own key check (X-Session-API-Key), not `authenticate`.
+  app.route(AGENT_SERVER_MOUNT, agentServerRoutes({ ...deps, keyUsage, rateLimiter: limiter }));
 
   app.notFound(notFoundOrMethodNotAllowed(() => app.routes));
   app.onError((err, c) => errorResponse(err, c, deps.logger));

@@ -6,6 +6,11 @@ const apiConfigSchema = z.object({
   PORT: configFields.PORT,
   HOST: configFields.HOST,
   PUBLIC_URL: configFields.PUBLIC_URL,
+  /**
+   * Where clients reach the agent-server API of sandbox S: `{AGENT_SERVER_BASE_URL}/{S}` (a reverse
+   * proxy may route another host there); unset, `{PUBLIC_URL}/agent`, which this API serves.
+   */
+  AGENT_SERVER_BASE_URL: configFields.PUBLIC_URL,
   OTEL_EXPORTER_OTLP_ENDPOINT: configFields.OTEL_EXPORTER_OTLP_ENDPOINT,
   DATABASE_URL: configFields.DATABASE_URL,
   REDIS_URL: configFields.REDIS_URL,

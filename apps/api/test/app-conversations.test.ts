@@ -253,6 +253,7 @@ describe("conversations: batch lookup and listing", () => {
     const record = list[3] as Json;
     expect(Object.keys(record).sort()).toEqual(
       [
+        "agent_server_url",
         "conversation_url",
         "created_at",
         "created_by_user_id",
@@ -282,6 +283,8 @@ describe("conversations: batch lookup and listing", () => {
       sandbox_status: "MISSING",
       execution_status: "idle",
       conversation_url: `http://api.test/conversations/${toHexId(one.conversationId)}`,
+      // No sandbox yet: no agent server.
+      agent_server_url: null,
       session_api_key: one.sessionApiKey,
       metrics: {
         model_name: "default",

@@ -4,6 +4,7 @@ import { sandboxesRepository } from "@tern/db";
 import { createConversationFixture, seedEvents } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
+import { type Models, modelMatcher } from "./openhands-matcher.ts";
 
 /**
  * Our V1 answers against OpenHands' own models, field by field: every field of theirs is in ours,
@@ -13,19 +14,9 @@ import { startTestApi, type TestApi } from "./harness.ts";
  * fixtures/openhands/models.json: not our own reading of them.
  */
 
-interface FieldType {
-  kind: "string" | "integer" | "number" | "boolean" | "array" | "object" | "any" | "union";
-  nullable: boolean;
-  required?: boolean;
-  enum?: unknown[];
-  model?: string;
-  items?: FieldType;
-  options?: FieldType[];
-  annotation?: string;
-}
 interface Fixture {
   sources: Record<string, { repository: string; commit: string; version: string }>;
-  models: Record<string, { fields: Record<string, FieldType> }>;
+  models: Models;
 }
 
 const fixture = JSON.parse(
@@ -96,50 +87,7 @@ const KNOWN_GAPS: Record<string, string> = {
   "AgentErrorEvent.tool_call_id: missing": "a run's error names no tool call",
 };
 
-const kindOf = (v: unknown): string => {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "array";
-  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
-  return typeof v;
-};
-
-const fits = (t: FieldType, v: unknown): boolean => {
-  switch (t.kind) {
-    case "any":
-      return true;
-    case "union":
-      return (t.options ?? []).some((o) => fits(o, v));
-    case "number":
-      return typeof v === "number";
-    default:
-      return kindOf(v) === t.kind;
-  }
-};
-
-/** Every difference of `value` from OpenHands' `model`, one line each, named by the model's field. */
-const differences = (model: string, value: unknown, path = model): string[] => {
-  const spec = fixture.models[model];
-  if (!spec) return [`${path}: no model ${model} in the fixture`];
-  if (kindOf(value) !== "object") return [`${path}: ${kindOf(value)}, not an object`];
-  const record = value as Record<string, unknown>;
-  const out: string[] = [];
-  for (const [name, t] of Object.entries(spec.fields)) {
-    out.push(...fieldDifferences(t, record[name], `${path}.${name}`, name in record));
-  }
-  return out;
-};
-
-const fieldDifferences = (t: FieldType, v: unknown, path: string, present = true): string[] => {
-  if (!present) return [`${path}: missing`];
-  if (v === null) return t.nullable ? [] : [`${path}: null, but OpenHands' ${t.annotation ?? t.kind} is not nullable`];
-  if (!fits(t, v)) return [`${path}: ${kindOf(v)}, not ${t.annotation ?? t.kind}`];
-  if (t.enum && !t.enum.includes(v)) return [`${path}: ${JSON.stringify(v)} is not one of ${JSON.stringify(t.enum)}`];
-  if (t.kind === "array" && t.items) {
-    return (v as unknown[]).flatMap((item, i) => fieldDifferences(t.items!, item, `${path}[${i}]`));
-  }
-  if (t.kind === "object" && t.model && fixture.models[t.model]) return differences(t.model, v);
-  return [];
-};
+const { differences, fieldDifferences } = modelMatcher(fixture.models);
 
 let api: TestApi;
 let key: string;

@@ -184,6 +184,8 @@ describe("the docs' Complete Polling Example, unchanged", () => {
       public: null,
       agent_type: "default",
       conversation_url: expect.stringContaining(polled.id),
+      // Its sandbox's agent server, which this API serves.
+      agent_server_url: `${api.config.publicUrl}/agent/${done.sandbox_id}`,
     });
     expect(JSON.stringify((await allEvents(polled.id)).find((e) => e.kind === "ObservationEvent"))).toContain(
       "your repo",

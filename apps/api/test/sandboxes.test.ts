@@ -275,7 +275,8 @@ describe("sandboxes", () => {
       sandbox_spec_id: "tern-sandbox:latest",
       status: "RUNNING",
       session_api_key: c2.session_api_key,
-      exposed_urls: [],
+      // Its agent server, served by this API (routes/agent-server), on the port of PUBLIC_URL.
+      exposed_urls: [{ name: "AGENT_SERVER", url: `http://api.test/agent/${c2.sandbox_id}`, port: 80 }],
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/),
     });
     expect(c2.sandbox_status).toBe("RUNNING");

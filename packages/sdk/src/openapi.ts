@@ -5173,6 +5173,8 @@ export interface components {
             execution_status: "idle" | "running" | "paused" | "waiting_for_confirmation" | "finished" | "error" | "stuck";
             /** Format: uri */
             conversation_url: string;
+            /** @description The agent-server API of its sandbox ({PUBLIC_URL}/agent/{sandbox_id}); null without a sandbox */
+            agent_server_url: string | null;
             /** @description The conversation's session key (X-Session-API-Key); null once revoked (as OpenHands: str | null) */
             session_api_key: string | null;
             selected_repository: string | null;

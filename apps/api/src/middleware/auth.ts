@@ -106,7 +106,7 @@ const apiKeyPrincipal = (keyUsage: KeyUsage, k: CachedKey): Extract<Principal, {
  * on every replica, and a cached key past its expires_at fails on time. Otherwise Postgres (unique
  * index on key_hash) answers, and a live key is cached.
  */
-const principalOfApiKey = async (
+export const principalOfApiKey = async (
   deps: ApiDeps,
   keyUsage: KeyUsage,
   key: string,

@@ -28,7 +28,11 @@ const toRegExp = (path: string): RegExp => {
  * Unknown route: 404. A known path asked with a method it does not answer: 405 with `Allow`.
  * `routes` is the app's route table (middleware shows as method ALL and is ignored).
  */
-export const notFoundOrMethodNotAllowed = (routes: () => RouteEntry[]) => {
+export const notFoundOrMethodNotAllowed = (
+  routes: () => RouteEntry[],
+  /** The messages, when not these (the agent server's are FastAPI's: "Not Found", "Method Not Allowed"). */
+  messages: { notFound?: string; methodNotAllowed?: string } = {},
+) => {
   let table: { method: string; pattern: RegExp }[] | null = null;
   return (c: Context): never => {
     table ??= routes()
@@ -37,10 +41,10 @@ export const notFoundOrMethodNotAllowed = (routes: () => RouteEntry[]) => {
     const path = c.req.path;
     const allowed = [...new Set(table.filter((r) => r.pattern.test(path)).map((r) => r.method))];
     if (allowed.length > 0 && !allowed.includes(c.req.method)) {
-      throw new MethodNotAllowedError(`${c.req.method} is not allowed on ${path}; use ${allowed.join(", ")}`, {
-        allow: allowed,
-      });
+      const message =
+        messages.methodNotAllowed ?? `${c.req.method} is not allowed on ${path}; use ${allowed.join(", ")}`;
+      throw new MethodNotAllowedError(message, { allow: allowed });
     }
-    throw new NotFoundError("No such route");
+    throw new NotFoundError(messages.notFound ?? "No such route");
   };
 };

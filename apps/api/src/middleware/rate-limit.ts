@@ -15,11 +15,17 @@ import type { AuthEnv } from "./auth.ts";
 /** The budgets a request may draw on: every request the general one, starts and messages theirs too. */
 export type RateBudget = "general" | "starts" | "messages";
 
-const STARTS: RegExp[] = [/^\/api\/v1\/app-conversations\/?$/, /^\/api\/v1\/app-conversations\/stream-start\/?$/];
+const STARTS: RegExp[] = [
+  /^\/api\/v1\/app-conversations\/?$/,
+  /^\/api\/v1\/app-conversations\/stream-start\/?$/,
+  // The agent server's (routes/agent-server): a conversation started there.
+  /^\/agent\/[^/]+\/api\/conversations\/?$/,
+];
 const MESSAGES: RegExp[] = [
   /^\/api\/v1\/app-conversations\/[^/]+\/send-message\/?$/,
   /^\/api\/v1\/conversation\/[^/]+\/events\/?$/,
   /^\/api\/v1\/conversations\/[^/]+\/pending-messages\/?$/,
+  /^\/agent\/[^/]+\/api\/conversations\/[^/]+\/events\/?$/,
 ];
 
 /**

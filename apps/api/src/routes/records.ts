@@ -23,6 +23,25 @@ import {
  */
 const hexOrNull = (id: string | null): string | null => (id === null ? null : toHexId(id));
 
+/** What the records read of the API's configuration: where the live page and the agent server are. */
+export interface RecordUrls {
+  publicUrl: string;
+  AGENT_SERVER_BASE_URL?: string | undefined;
+}
+
+/**
+ * `agent_server_url` of a sandbox: the agent-server API this API serves for it (routes/agent-server),
+ * `{PUBLIC_URL}/agent/{sandbox_id}`, or under AGENT_SERVER_BASE_URL when a reverse proxy routes it.
+ */
+const agentServerUrlOf = (urls: RecordUrls, sandboxId: string): string =>
+  `${(urls.AGENT_SERVER_BASE_URL ?? `${urls.publicUrl}/agent`).replace(/\/+$/, "")}/${toHexId(sandboxId)}`;
+
+/** The port a URL is reached on: its own, else its scheme's. */
+const portOf = (url: string): number => {
+  const u = new URL(url);
+  return u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
+};
+
 export const toApiKeyRecord = (k: ApiKey): ApiKeyRecord => ({
   id: toHexId(k.id),
   name: k.name,
@@ -32,20 +51,21 @@ export const toApiKeyRecord = (k: ApiKey): ApiKeyRecord => ({
   last_used_at: k.lastUsedAt,
 });
 
-export const toStartTaskRecord = (t: StartTask): StartTaskRecord => ({
+export const toStartTaskRecord = (t: StartTask, urls: RecordUrls): StartTaskRecord => ({
   id: toHexId(t.id),
   created_by_user_id: toHexId(t.userId),
   status: t.status,
   detail: t.detail,
   app_conversation_id: hexOrNull(t.appConversationId),
   sandbox_id: hexOrNull(t.sandboxId),
-  agent_server_url: t.agentServerUrl,
+  // Once the start has a sandbox, its agent server is this API's (the stored column is a fallback).
+  agent_server_url: t.sandboxId ? agentServerUrlOf(urls, t.sandboxId) : t.agentServerUrl,
   request: t.request,
   created_at: t.createdAt,
   updated_at: t.updatedAt,
 });
 
-export const toConversationRecord = (c: Conversation, publicUrl: string, box: SecretBox): ConversationRecord => ({
+export const toConversationRecord = (c: Conversation, urls: RecordUrls, box: SecretBox): ConversationRecord => ({
   id: toHexId(c.id),
   created_by_user_id: toHexId(c.userId),
   title: c.title,
@@ -53,7 +73,8 @@ export const toConversationRecord = (c: Conversation, publicUrl: string, box: Se
   sandbox_status: c.sandboxStatus,
   execution_status: c.executionStatus,
   // Where a person watches it: the live page (DESIGN.md), as the OpenHands docs example prints it.
-  conversation_url: `${publicUrl}/conversations/${toHexId(c.id)}`,
+  conversation_url: `${urls.publicUrl}/conversations/${toHexId(c.id)}`,
+  agent_server_url: c.sandboxId ? agentServerUrlOf(urls, c.sandboxId) : null,
   session_api_key: openSessionApiKey(box, c.id, c.sealedSessionApiKey),
   selected_repository: c.selectedRepository,
   selected_branch: c.selectedBranch,
@@ -72,18 +93,25 @@ export const toConversationRecord = (c: Conversation, publicUrl: string, box: Se
 
 /**
  * OpenHands' SandboxInfo. The session key and exposed URLs are there only while it runs, as
- * OpenHands clears them otherwise; ours publish no ports, so the list is empty then.
+ * OpenHands clears them otherwise. Sandboxes publish no ports: the one URL exposed is its agent
+ * server's (AGENT_SERVER), which this API serves, on the port that URL is reached on.
  */
-export const toSandboxRecord = (s: OwnedSandbox, box: SecretBox): SandboxRecord => ({
-  id: toHexId(s.id),
-  created_by_user_id: hexOrNull(s.userId),
-  sandbox_spec_id: s.image,
-  status: s.status,
-  session_api_key:
-    s.status === "RUNNING" && s.conversationId ? openSessionApiKey(box, s.conversationId, s.sealedSessionApiKey) : null,
-  exposed_urls: s.status === "RUNNING" ? [] : null,
-  created_at: s.createdAt,
-});
+export const toSandboxRecord = (s: OwnedSandbox, box: SecretBox, urls: RecordUrls): SandboxRecord => {
+  const agentServerUrl = agentServerUrlOf(urls, s.id);
+  return {
+    id: toHexId(s.id),
+    created_by_user_id: hexOrNull(s.userId),
+    sandbox_spec_id: s.image,
+    status: s.status,
+    session_api_key:
+      s.status === "RUNNING" && s.conversationId
+        ? openSessionApiKey(box, s.conversationId, s.sealedSessionApiKey)
+        : null,
+    exposed_urls:
+      s.status === "RUNNING" ? [{ name: "AGENT_SERVER", url: agentServerUrl, port: portOf(agentServerUrl) }] : null,
+    created_at: s.createdAt,
+  };
+};
 
 /** The directory every sandbox's workspace is in (the image's working directory). */
 const SANDBOX_WORKING_DIR = "/workspace";

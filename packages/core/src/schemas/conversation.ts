@@ -14,6 +14,9 @@ export const conversationRecordSchema = z
     sandbox_status: z.enum(sandboxStatuses),
     execution_status: z.enum(executionStatuses),
     conversation_url: z.string().meta({ format: "uri" }),
+    agent_server_url: z.string().nullable().meta({
+      description: "The agent-server API of its sandbox ({PUBLIC_URL}/agent/{sandbox_id}); null without a sandbox",
+    }),
     session_api_key: z.string().nullable().meta({
       description: "The conversation's session key (X-Session-API-Key); null once revoked (as OpenHands: str | null)",
     }),

@@ -27,7 +27,7 @@ export const registerBatchGetConversations = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const found = await ownedConversations(deps, c.get("principal"), c.req.valid("query").ids);
     return c.json(
-      found.map((conv) => (conv ? toConversationRecord(conv, deps.config.publicUrl, deps.secretBox) : null)),
+      found.map((conv) => (conv ? toConversationRecord(conv, deps.config, deps.secretBox) : null)),
       200,
     );
   });

@@ -31,7 +31,7 @@ export const registerDownloadTrajectory = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const conversation = await ownedConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
     const zip = Readable.from(
-      trajectoryZip(deps, conversation.id, toConversationRecord(conversation, deps.config.publicUrl, deps.secretBox)),
+      trajectoryZip(deps, conversation.id, toConversationRecord(conversation, deps.config, deps.secretBox)),
     );
     c.header("content-type", "application/zip");
     c.header("content-disposition", `attachment; filename="conversation-${toHexId(conversation.id)}.zip"`);

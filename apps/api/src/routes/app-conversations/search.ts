@@ -33,6 +33,6 @@ export const registerSearchConversations = (router: Router, deps: ApiDeps) =>
       c.get("principal"),
       listingRequest(query, toConversationFilter(query)),
     );
-    const items = page.items.map((conv) => toConversationRecord(conv, deps.config.publicUrl, deps.secretBox));
+    const items = page.items.map((conv) => toConversationRecord(conv, deps.config, deps.secretBox));
     return c.json({ items, next_page_id: page.next_page_id }, 200);
   });

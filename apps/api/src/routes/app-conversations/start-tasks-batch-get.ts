@@ -25,7 +25,7 @@ export const registerBatchGetStartTasks = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const found = await ownedStartTasks(deps, c.get("principal").userId, c.req.valid("query").ids);
     return c.json(
-      found.map((task) => (task ? toStartTaskRecord(task) : null)),
+      found.map((task) => (task ? toStartTaskRecord(task, deps.config) : null)),
       200,
     );
   });

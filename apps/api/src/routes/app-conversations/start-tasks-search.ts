@@ -69,7 +69,10 @@ export const registerSearchStartTasks = (router: Router, deps: ApiDeps) => {
   router.openapi(searchRoute, async (c) => {
     const query = c.req.valid("query");
     const page = await searchStartTasks(deps, c.get("principal"), listingRequest(query, toStartTaskFilter(query)));
-    return c.json({ items: page.items.map(toStartTaskRecord), next_page_id: page.next_page_id }, 200);
+    return c.json(
+      { items: page.items.map((t) => toStartTaskRecord(t, deps.config)), next_page_id: page.next_page_id },
+      200,
+    );
   });
   router.openapi(countRoute, async (c) => {
     return c.json(await countStartTasks(deps, c.get("principal"), toStartTaskFilter(c.req.valid("query"))), 200);

@@ -28,5 +28,5 @@ const route = createRoute({
 export const registerStartConversation = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const task = await startConversation(deps, c.get("principal").userId, c.req.valid("json"));
-    return c.json(toStartTaskRecord(task), 200);
+    return c.json(toStartTaskRecord(task, deps.config), 200);
   });

@@ -58,7 +58,9 @@ export const registerStreamStart = (router: Router, deps: ApiDeps) =>
     const body = new ReadableStream<Uint8Array>({
       async start(controller) {
         const write = (t: StartTask, first = false) =>
-          controller.enqueue(encoder.encode(`${first ? "[" : ",\n"}${JSON.stringify(toStartTaskRecord(t))}`));
+          controller.enqueue(
+            encoder.encode(`${first ? "[" : ",\n"}${JSON.stringify(toStartTaskRecord(t, deps.config))}`),
+          );
         write(task, true);
         let last = task;
         try {

@@ -37,5 +37,5 @@ export const registerUpdateConversation = (router: Router, deps: ApiDeps) =>
       c.req.valid("param").conversation_id,
       c.req.valid("json"),
     );
-    return c.json(toConversationRecord(conversation, deps.config.publicUrl, deps.secretBox), 200);
+    return c.json(toConversationRecord(conversation, deps.config, deps.secretBox), 200);
   });

@@ -25,7 +25,7 @@ export const registerBatchGetSandboxes = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const found = await ownedSandboxes(deps, c.get("principal"), c.req.valid("query").id);
     return c.json(
-      found.map((s) => (s ? toSandboxRecord(s, deps.secretBox) : null)),
+      found.map((s) => (s ? toSandboxRecord(s, deps.secretBox, deps.config) : null)),
       200,
     );
   });

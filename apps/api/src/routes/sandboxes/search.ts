@@ -26,6 +26,6 @@ export const registerSearchSandboxes = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const { limit, page_id } = c.req.valid("query");
     const page = await searchSandboxes(deps, c.get("principal"), { limit, pageId: page_id });
-    const items = page.items.map((s) => toSandboxRecord(s, deps.secretBox));
+    const items = page.items.map((s) => toSandboxRecord(s, deps.secretBox, deps.config));
     return c.json({ items, next_page_id: page.next_page_id }, 200);
   });

@@ -12,7 +12,7 @@ import { z } from "zod";
 import type { ApiDeps } from "../../deps.ts";
 import type { AuthEnv } from "../../middleware/auth.ts";
 import { decodeEventCursor } from "./event-cursor.ts";
-import { createEventPump } from "./event-pump.ts";
+import { createEventPump, type StreamHub } from "./event-pump.ts";
 
 /** What a socket client may send: a user message, as OpenHands' agent-server socket takes it. */
 const incomingMessage = z.object({
@@ -54,53 +54,13 @@ export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps) =>
           : decodeEventCursor(secret, conversation.id, afterRaw, "after")
         : null;
 
-      let pump: ReturnType<typeof createEventPump> | undefined;
-      let socket: { send: (d: string) => void; close: (code?: number, reason?: string) => void } | undefined;
-      let raw: { bufferedAmount: number; ping?: () => void } | undefined;
-      let timers: NodeJS.Timeout[] = [];
-      let untrack: () => unknown = () => undefined;
-      const stop = () => {
-        for (const t of timers) clearInterval(t);
-        timers = [];
-        untrack();
-        pump?.stop();
-      };
+      let feed: EventFeed | undefined;
+      let socket: FeedSocket | undefined;
+      const stop = () => feed?.stop();
       return {
         async onOpen(_e, ws) {
           socket = ws;
-          raw = ws.raw as typeof raw;
-          const buffer = deps.config.STREAM_BUFFER_BYTES;
-          const hasRoom = () => (raw?.bufferedAmount ?? 0) < buffer;
-          untrack = hub.track(() => {
-            stop();
-            ws.close(1001, "the server is stopping; reconnect with after=<last event id>");
-          });
-          // Subscribed (inside createEventPump) before the latest position is read: nothing falls between.
-          const created = createEventPump(
-            hub,
-            { conversationId: conversation.id },
-            after,
-            {
-              write: (event) => ws.send(JSON.stringify(eventToJson(event))),
-              hasRoom,
-              onSlowClient: () => {
-                stop();
-                ws.close(1013, "slow client: reconnect with after=<last event id>");
-              },
-              onError: (err) => {
-                deps.logger.warn({ err, conversation_id: conversation.id }, "event socket read failed");
-                stop();
-                ws.close(1011, "read failed: reconnect with after=<last event id>");
-              },
-            },
-            { slowClientMs: deps.config.STREAM_SLOW_CLIENT_MS },
-          );
-          pump = created;
-          if (!after && !resendAll) created.seek(await latestEventPosition(deps, conversation.id));
-          created.pull();
-          // The socket has no drain event here: while the buffer is full, look again shortly (no database read).
-          timers.push(setInterval(() => hasRoom() && created.pull(), 50));
-          timers.push(setInterval(() => raw?.ping?.(), deps.config.STREAM_HEARTBEAT_MS));
+          feed = await openEventFeed(deps, hub, ws, { conversationId: conversation.id, after, fromStart: resendAll });
         },
         async onMessage(e) {
           if (principal.kind !== "api_key") {
@@ -125,3 +85,71 @@ export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps) =>
       };
     }),
   );
+
+/** What an event feed writes to: a WebSocket as @hono/node-server hands it over. */
+export interface FeedSocket {
+  send: (d: string) => void;
+  close: (code?: number, reason?: string) => void;
+  raw?: unknown;
+}
+
+export interface EventFeed {
+  stop: () => void;
+}
+
+/**
+ * Sends a conversation's events to an open socket, each one's JSON: every stored event after
+ * `after` (or all of them with `fromStart`, else only new ones), then each new one. Bounded buffer,
+ * heartbeat (pings) and shutdown as the SSE stream; close code 1013 tells a slow client to resume.
+ * Shared by the app server's socket and the agent server's (routes/agent-server/events-socket.ts).
+ */
+export const openEventFeed = async (
+  deps: ApiDeps,
+  hub: StreamHub,
+  ws: FeedSocket,
+  opts: { conversationId: string; after: EventPosition | null; fromStart: boolean },
+): Promise<EventFeed> => {
+  const raw = ws.raw as { bufferedAmount: number; ping?: () => void } | undefined;
+  let timers: NodeJS.Timeout[] = [];
+  let pump: ReturnType<typeof createEventPump> | undefined;
+  let untrack: () => unknown = () => undefined;
+  const stop = () => {
+    for (const t of timers) clearInterval(t);
+    timers = [];
+    untrack();
+    pump?.stop();
+  };
+  const buffer = deps.config.STREAM_BUFFER_BYTES;
+  const hasRoom = () => (raw?.bufferedAmount ?? 0) < buffer;
+  untrack = hub.track(() => {
+    stop();
+    ws.close(1001, "the server is stopping; reconnect with after=<last event id>");
+  });
+  // Subscribed (inside createEventPump) before the latest position is read: nothing falls between.
+  const created = createEventPump(
+    hub,
+    { conversationId: opts.conversationId },
+    opts.after,
+    {
+      write: (event) => ws.send(JSON.stringify(eventToJson(event))),
+      hasRoom,
+      onSlowClient: () => {
+        stop();
+        ws.close(1013, "slow client: reconnect with after=<last event id>");
+      },
+      onError: (err) => {
+        deps.logger.warn({ err, conversation_id: opts.conversationId }, "event socket read failed");
+        stop();
+        ws.close(1011, "read failed: reconnect with after=<last event id>");
+      },
+    },
+    { slowClientMs: deps.config.STREAM_SLOW_CLIENT_MS },
+  );
+  pump = created;
+  if (!opts.after && !opts.fromStart) created.seek(await latestEventPosition(deps, opts.conversationId));
+  created.pull();
+  // The socket has no drain event here: while the buffer is full, look again shortly (no database read).
+  timers.push(setInterval(() => hasRoom() && created.pull(), 50));
+  timers.push(setInterval(() => raw?.ping?.(), deps.config.STREAM_HEARTBEAT_MS));
+  return { stop };
+};

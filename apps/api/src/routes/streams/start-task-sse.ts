@@ -50,7 +50,7 @@ export const registerStartTaskStream = (router: Router, deps: ApiDeps) =>
     const emit = (task: StartTask, status: string) => {
       if (order(status) <= last) return;
       last = order(status);
-      channel.send(sseFrame({ id: status, data: { ...toStartTaskRecord(task), status } }));
+      channel.send(sseFrame({ id: status, data: { ...toStartTaskRecord(task, deps.config), status } }));
       if (isTerminalStartTaskStatus(status as StartTaskStatus)) channel.close();
     };
     // Reads in the order notifications came, so stages are sent in the order they began.

@@ -1,0 +1,65 @@
+import { NotFoundError, parseId, UnauthorizedError } from "@tern/core";
+import { conversationsRepository, sandboxesRepository } from "@tern/db";
+import type { Context } from "hono";
+import type { ApiDeps } from "../../deps.ts";
+import { principalOfApiKey } from "../../middleware/auth.ts";
+import type { KeyUsage } from "../../middleware/key-usage.ts";
+import type { AgentSandbox } from "./context.ts";
+
+/**
+ * The agent server's own answer to a missing or wrong key (FastAPI's HTTPException(401)): the body
+ * says no more than that, as OpenHands' `check_session_api_key` does.
+ */
+const agentUnauthorized = () => new UnauthorizedError("Unauthorized");
+
+/** Unknown sandbox, or another user's: the same answer, so a sandbox id reveals nothing. */
+const unknownSandbox = () => new NotFoundError("Not Found");
+
+/** The key a request presents: X-Session-API-Key (a session key or an API key), else Authorization: Bearer. */
+export const presentedKey = (c: Context): string | null => {
+  const session = c.req.header("x-session-api-key")?.trim();
+  if (session) return session;
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1];
+  if (bearer) return bearer;
+  return c.req.header("x-access-token")?.trim() || null;
+};
+
+/** Who a valid key is, with what rate-limiter key it draws on (the same as the app routes'). */
+export interface AgentCaller {
+  sandbox: AgentSandbox;
+  /** The app routes' principal of this key: the services' caller, and the rate limiter's key. */
+  principal:
+    | { kind: "api_key"; userId: string; isAdmin: boolean; keyId: string }
+    | { kind: "session"; userId: string; isAdmin: false; conversationId: string };
+}
+
+/**
+ * Authenticates `key` for the agent server of the sandbox `rawSandboxId` names:
+ * - a session key is accepted only by its own conversation's sandbox; another sandbox's is 401,
+ *   whether or not that sandbox exists (the key says which sandbox it opens, nothing else);
+ * - an owner's API key opens any sandbox of that owner; a sandbox that is unknown or another
+ *   user's is 404 alike.
+ */
+export const authenticateAgentKey = async (
+  deps: ApiDeps,
+  keyUsage: KeyUsage,
+  rawSandboxId: string,
+  key: string | null,
+): Promise<AgentCaller> => {
+  if (!key) throw agentUnauthorized();
+  const sandboxId = parseId(rawSandboxId);
+  const conversation = await conversationsRepository(deps.db).findBySessionKey(key);
+  if (conversation) {
+    if (sandboxId === null || conversation.sandboxId !== sandboxId) throw agentUnauthorized();
+    return {
+      sandbox: { sandboxId, userId: conversation.userId, via: "session_key", conversationId: conversation.id },
+      principal: { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id },
+    };
+  }
+  const principal = await principalOfApiKey(deps, keyUsage, key);
+  if (!principal) throw agentUnauthorized();
+  if (sandboxId === null) throw unknownSandbox();
+  const [sandbox] = await sandboxesRepository(deps.db).findForUser(principal.userId, [sandboxId]);
+  if (!sandbox) throw unknownSandbox();
+  return { sandbox: { sandboxId, userId: principal.userId, via: "api_key", conversationId: null }, principal };
+};
