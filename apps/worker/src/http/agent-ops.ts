@@ -41,9 +41,9 @@ const refOf = (sandbox: Sandbox) => sandbox.ref ?? sandbox.name;
 
 const NO_SUCH_DIR = 97;
 const NO_SUCH_DIR_MARK = "TERN_NO_SUCH_DIR";
-/** The command in its own bash, in its directory; a directory it cannot enter is said apart (exit 97 and a mark). */
+/** The command in a bash of its own, in its directory; a directory it cannot enter is said apart (exit 97 and a mark). */
 const IN_DIR_SCRIPT = `cd -- "$1" 2>/dev/null || { printf '${NO_SUCH_DIR_MARK}' >&2; exit ${NO_SUCH_DIR}; }
-exec bash -c "$2"`;
+__tern_command=$2; set --; eval "$__tern_command"`;
 
 /** The sandbox, known and running (409 while paused or starting, 410 once gone), and its default directory. */
 export const liveSandbox = async (
@@ -136,11 +136,14 @@ export const startBashCommand = async (
   commandId: string,
 ): Promise<{ done: Promise<void> }> => {
   const { sandbox, dir } = await liveSandbox(deps, rawSandboxId);
-  const repo = bashEventsRepository(deps.db);
-  const command = await repo.getCommand(commandId);
-  if (!command || command.sandboxId !== sandbox.id) throw new NotFoundError("No such bash command");
-  if (command.finishedAt) return { done: Promise.resolve() };
-  await repo.markDispatched(command.id, deps.workerId, new Date());
+  const id = parseId(commandId);
+  const command = id ? await bashEventsRepository(deps.db).dispatch(id, deps.workerId, new Date()) : null;
+  if (!command) {
+    const known = id ? await bashEventsRepository(deps.db).getCommand(id) : null;
+    if (known?.sandboxId === sandbox.id) return { done: Promise.resolve() };
+    throw new NotFoundError("No such bash command");
+  }
+  if (command.sandboxId !== sandbox.id) throw new NotFoundError("No such bash command");
   return { done: runStored(deps, sandbox, dir, command) };
 };
 
@@ -226,7 +229,9 @@ export const workspacePath = async (
 const WRITE_SCRIPT = `
 set -e
 mkdir -p -- "$(dirname -- "$1")"
-cat > "$1"
+exec 3> "$1"
+printf READY
+cat >&3
 printf OK
 `;
 
@@ -253,14 +258,26 @@ export const uploadWorkspaceFile = async (
   const proc = await deps.sandboxes.openProcess(ref, { cmd: ["bash", "-c", WRITE_SCRIPT, "write", tmp] });
   let out = "";
   let err = "";
+  let opened: () => void = () => undefined;
+  // The temporary file exists before any byte is sent: a discard can never come before it.
+  const ready = new Promise<void>((resolve) => {
+    opened = resolve;
+  });
   proc.onStdout((c) => {
     out += c.toString();
+    if (out.startsWith("READY")) opened();
   });
   proc.onStderr((c) => {
     err += c.toString();
   });
   let total = 0;
   try {
+    await Promise.race([
+      ready,
+      proc.closed.then(() => {
+        if (!out.startsWith("READY")) throw new Error(`writing the file in the sandbox failed: ${err.trim()}`);
+      }),
+    ]);
     if (body) {
       for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
         total += chunk.byteLength;
@@ -270,7 +287,7 @@ export const uploadWorkspaceFile = async (
     }
     proc.end();
     await proc.closed;
-    if (!out.includes("OK")) throw new Error(`writing the file in the sandbox failed: ${err.trim()}`);
+    if (!out.startsWith("READYOK")) throw new Error(`writing the file in the sandbox failed: ${err.trim()}`);
     const placed = await deps.sandboxes.exec(ref, { cmd: ["bash", "-c", PLACE_SCRIPT, "place", tmp, real] });
     if (placed.exitCode !== 0) throw new Error(`writing the file in the sandbox failed: ${placed.stderr.trim()}`);
   } catch (e) {

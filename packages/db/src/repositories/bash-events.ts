@@ -171,13 +171,20 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
       return row ? (rowOf(row) as BashCommandRow) : null;
     },
 
-    /** The worker that took the command, and when (by its own clock, as its directory entry's startedAt). */
-    async markDispatched(commandId: string, workerId: string, at: Date): Promise<void> {
-      await db
+    /**
+     * The worker that takes the command, and when (by its own clock, as its directory entry's
+     * startedAt): the command as it is, or null when there is no such command or it already ended.
+     */
+    async dispatch(commandId: string, workerId: string, at: Date): Promise<BashCommandRow | null> {
+      const row = await db
         .updateTable("bash_events")
         .set({ worker_id: workerId, dispatched_at: at })
         .where("id", "=", commandId)
-        .execute();
+        .where("kind", "=", "BashCommand")
+        .where("finished_at", "is", null)
+        .returningAll()
+        .executeTakeFirst();
+      return row ? (rowOf(row) as BashCommandRow) : null;
     },
 
     /**
@@ -186,39 +193,23 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
      * worker cannot add to a command already ended for it.
      */
     async appendOutput(sandboxId: string, o: BashOutputInput): Promise<boolean> {
-      return db.transaction().execute(async (trx) => {
-        const command = await trx
-          .selectFrom("bash_events")
-          .select(["finished_at"])
-          .where("id", "=", o.commandId)
-          .where("kind", "=", "BashCommand")
-          .forUpdate()
-          .executeTakeFirst();
-        if (!command || command.finished_at !== null) return false;
-        const at = o.timestamp ?? new Date();
-        await trx
-          .insertInto("bash_events")
-          .values({
-            id: o.id,
-            sandbox_id: sandboxId,
-            kind: "BashOutput",
-            command_id: o.commandId,
-            timestamp: at,
-            command: null,
-            cwd: null,
-            timeout: null,
-            order: o.order,
-            exit_code: o.exitCode,
-            stdout: o.stdout,
-            stderr: o.stderr,
-            worker_id: null,
-          })
-          .execute();
-        if (o.exitCode !== null) {
-          await trx.updateTable("bash_events").set({ finished_at: at }).where("id", "=", o.commandId).execute();
-        }
-        return true;
-      });
+      // One statement (one round trip): the last output ends the command in the same statement,
+      // and a second writer of a last output finds it ended (the row lock orders the two).
+      const at = o.timestamp ?? new Date();
+      const values = sql`${o.id}::uuid, ${sandboxId}::uuid, 'BashOutput', ${o.commandId}::uuid, ${at}::timestamptz, ${o.order}::int, ${o.exitCode}::int, ${o.stdout}::text, ${o.stderr}::text`;
+      const columns = sql`(id, sandbox_id, kind, command_id, "timestamp", "order", exit_code, stdout, stderr)`;
+      const result =
+        o.exitCode === null
+          ? await sql`insert into bash_events ${columns}
+              select ${values} where exists (
+                select 1 from bash_events where id = ${o.commandId}::uuid and kind = 'BashCommand' and finished_at is null)`.execute(
+              db,
+            )
+          : await sql`with ended as (
+                update bash_events set finished_at = ${at}::timestamptz
+                where id = ${o.commandId}::uuid and kind = 'BashCommand' and finished_at is null returning id)
+              insert into bash_events ${columns} select ${values} from ended`.execute(db);
+      return Number(result.numAffectedRows ?? 0) > 0;
     },
 
     /** The sandbox's commands without a last output yet. */
