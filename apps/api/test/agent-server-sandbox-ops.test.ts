@@ -277,8 +277,11 @@ describe("/api/file", () => {
     });
     expect(res.status).toBe(413);
     expect(typeof ((await res.json()) as { detail: unknown }).detail).toBe("string");
-    const ls = await driver.exec(sandboxRef, { cmd: ["bash", "-c", "ls -A /workspace/project"] });
-    expect(ls.stdout).not.toMatch(/big\.bin|tern-upload/);
+    const ls = async () => (await driver.exec(sandboxRef, { cmd: ["bash", "-c", "ls -A /workspace/project"] })).stdout;
+    expect(await ls()).not.toMatch(/big\.bin/);
+    // The worker removes its partial copy once the API has answered.
+    await waitFor(async () => !/tern-upload/.test(await ls()), { what: "the partial upload to be removed" });
+    expect(await ls()).not.toMatch(/big\.bin/);
     // Exactly the cap is taken.
     const ok = await call(sandboxId, `/api/file/upload?path=${encodeURIComponent(path)}`, {
       method: "POST",
