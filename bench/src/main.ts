@@ -9,6 +9,7 @@ import { type BenchContext, createContext } from "./context.ts";
 import { renderHtml } from "./html.ts";
 import { removeBenchContainers } from "./raw-docker.ts";
 import { type BenchResult, type BenchRow, formatTable, writeResult } from "./report.ts";
+import { agentBashRows } from "./rows/agent-bash.ts";
 import { conversationsGetRows } from "./rows/conversations-get.ts";
 import { engineRows } from "./rows/engines.ts";
 import { eventAppendRows } from "./rows/event-append.ts";
@@ -31,6 +32,7 @@ const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> 
   { name: "stream", run: streamRows },
   { name: "llm", run: llmRequestSizeRows },
   { name: "terminal", run: terminalRows },
+  { name: "agent-bash", run: agentBashRows },
   { name: "rss", run: rssRows },
 ];
 

@@ -50,6 +50,8 @@ const EXPECTED_ROWS = [
   "llm.request.condensed.total",
   "terminal.echo.p50",
   "terminal.echo.p99",
+  "agent.bash.p50",
+  "agent.bash.p99",
 ];
 
 const outs: string[] = [];

@@ -67,6 +67,13 @@ const apiConfigSchema = z.object({
     .min(60)
     .max(7 * 86_400)
     .default(8 * 3600),
+  /** The largest file the agent-server API takes (`POST /agent/{sandbox}/api/file/upload`); past it 413. */
+  AGENT_FILE_UPLOAD_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1024 * 1024 * 1024)
+    .default(100 * 1024 * 1024),
 });
 
 export type ApiConfig = z.infer<typeof apiConfigSchema>;

@@ -3,6 +3,7 @@ export * from "./connection.ts";
 export * from "./migrate.ts";
 export * from "./repositories/agent-runs.ts";
 export * from "./repositories/api-keys.ts";
+export * from "./repositories/bash-events.ts";
 export * from "./repositories/confirmations.ts";
 export * from "./repositories/conversations.ts";
 export * from "./repositories/deployment-secrets.ts";

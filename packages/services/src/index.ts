@@ -1,3 +1,4 @@
+export * from "./agent-sandbox-ops.ts";
 export * from "./api-keys.ts";
 export * from "./conversations/confirmation.ts";
 export * from "./conversations/delete.ts";

@@ -36,7 +36,7 @@ export interface WorkerHttpDeps {
   config: WorkerConfig & { WORKER_ID: string };
   db: Kysely<Database>;
   redis: Redis;
-  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive" | "containmentState">;
+  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive" | "containmentState" | "openProcess">;
   /** The engine this worker drives (affinity): the API sends it the reads of that engine's sandboxes only. */
   engineId: string | null;
   logger: Logger;
@@ -60,6 +60,7 @@ export const startWorkerHttp = async (
       redis: deps.redis,
       sandboxes: deps.sandboxes,
       logger,
+      workerId: config.WORKER_ID,
       token,
       refreshMetrics: deps.refreshMetrics,
       containment: () => deps.sandboxes.containmentState?.() ?? null,

@@ -17,6 +17,7 @@ import { Hono } from "hono";
 import type { Redis } from "ioredis";
 import { type Kysely, sql } from "kysely";
 import type { z } from "zod";
+import { registerAgentOps } from "./agent-ops-routes.ts";
 import { readSandboxFile } from "./read-file.ts";
 import { streamWorkspaceArchive, streamWorkspaceDiff, workspaceDiffFiles } from "./workspace-results.ts";
 
@@ -30,8 +31,10 @@ import { streamWorkspaceArchive, streamWorkspaceDiff, workspaceDiffFiles } from 
 export interface InternalServerDeps {
   db: Kysely<Database>;
   redis: Pick<Redis, "ping">;
-  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive">;
+  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive" | "openProcess">;
   logger: Logger;
+  /** This worker's id in the worker directory (the agent-server's bash commands are marked with it). */
+  workerId?: string;
   /** The token the API sends (Authorization: Bearer). */
   token: string;
   /** Brings the gauges read at scrape time (queue depth, warm pool size) up to date before /metrics. */
@@ -116,6 +119,8 @@ const createInternalApp = (deps: InternalServerDeps, state: { stopping: boolean 
     const body = await streamWorkspaceArchive(deps, c.req.param("sandboxId"));
     return c.body(body, 200, { "content-type": "application/gzip" });
   });
+
+  registerAgentOps(app, { ...deps, workerId: deps.workerId ?? "unknown" });
 
   app.notFound((c) => c.json(errorBody("not_found", "Not found"), 404));
   app.onError((err, c) => {

@@ -1,0 +1,503 @@
+import { randomUUID } from "node:crypto";
+import { Readable, Transform } from "node:stream";
+import {
+  BadRequestError,
+  ForbiddenError,
+  type Logger,
+  NotFoundError,
+  PayloadTooLargeError,
+  parseId,
+  readRefusalOf,
+  type Sandbox,
+  sandboxReadError,
+} from "@tern/core";
+import { bashEventsRepository, conversationsRepository, type Database, sandboxesRepository } from "@tern/db";
+import type { SandboxDriver } from "@tern/sandbox";
+import type { Kysely } from "kysely";
+import { isWithin, whyExecFailed } from "./read-file.ts";
+
+/**
+ * What the agent-server API of a sandbox (`/agent/{sandbox}/api/bash|file|git`, issue 21) asks of
+ * the worker that drives its engine: run a bash command (its events go to Postgres as it runs),
+ * write and read a file of the workspace (streamed), and git's view of the workspace. Everything
+ * runs inside the sandbox as the sandbox user, as the agent's own tools do.
+ */
+export interface AgentOpsDeps {
+  db: Kysely<Database>;
+  sandboxes: Pick<SandboxDriver, "exec" | "inspect" | "archive" | "openProcess">;
+  logger: Logger;
+  /** This worker's id in the worker directory: a command it takes is marked with it. */
+  workerId: string;
+}
+
+/** Every path of these routes must stay below this once resolved in the sandbox (symlinks followed there). */
+export const AGENT_WORKSPACE_ROOT = "/workspace";
+/** The agent server splits a stream's output into events of at most this many characters. */
+const MAX_CONTENT_CHARS = 1024 * 1024;
+/** Past this much output a command's further output is dropped (said in its last event), not stored. */
+const MAX_STORED_CHARS = 16 * MAX_CONTENT_CHARS;
+
+const refOf = (sandbox: Sandbox) => sandbox.ref ?? sandbox.name;
+
+const NO_SUCH_DIR = 97;
+const NO_SUCH_DIR_MARK = "TERN_NO_SUCH_DIR";
+/** The command in a bash of its own, in its directory; a directory it cannot enter is said apart (exit 97 and a mark). */
+const IN_DIR_SCRIPT = `cd -- "$1" 2>/dev/null || { printf '${NO_SUCH_DIR_MARK}' >&2; exit ${NO_SUCH_DIR}; }
+__tern_command=$2; set --; eval "$__tern_command"`;
+
+/** The sandbox, known and running (409 while paused or starting, 410 once gone), and its default directory. */
+export const liveSandbox = async (
+  deps: Pick<AgentOpsDeps, "db">,
+  rawId: string,
+): Promise<{ sandbox: Sandbox; dir: string }> => {
+  const sandboxId = parseId(rawId);
+  const sandbox = sandboxId ? await sandboxesRepository(deps.db).get(sandboxId) : null;
+  if (!sandbox) throw new NotFoundError("No such sandbox");
+  const refusal = readRefusalOf(sandbox.status);
+  if (refusal) throw sandboxReadError(refusal, sandbox.id);
+  const conversation = sandbox.conversationId
+    ? await conversationsRepository(deps.db).get(sandbox.conversationId)
+    : null;
+  return { sandbox, dir: conversation?.workspaceDir ?? AGENT_WORKSPACE_ROOT };
+};
+
+// ---------------------------------------------------------------------------------------------
+// bash
+
+interface Emitter {
+  push(text: string, stream: "stdout" | "stderr"): void;
+  /** Forgets what is buffered (not yet stored). */
+  discard(): void;
+  finish(exitCode: number, extraStderr?: string): Promise<void>;
+}
+
+/**
+ * BashOutput events as OpenHands' BashEventService emits them: each stream buffered, a chunk
+ * event whenever a buffer passes MAX_CONTENT_CHARS, then one last event with what is left of both
+ * and the exit code; `order` counts the events of the command from 0. Writes are chained, so
+ * they reach Postgres in order.
+ */
+const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string): Emitter => {
+  const repo = bashEventsRepository(deps.db);
+  const buffers = { stdout: "", stderr: "" };
+  let order = 0;
+  let stored = 0;
+  let dropped = false;
+  let chain: Promise<unknown> = Promise.resolve();
+  const write = (o: { stdout: string | null; stderr: string | null; exitCode: number | null }) => {
+    const event = { id: randomUUID(), commandId, order: order++, ...o };
+    chain = chain.then(() =>
+      repo.appendOutput(sandboxId, event).catch((err) => {
+        deps.logger.warn({ err, command_id: commandId }, "storing a bash output failed");
+      }),
+    );
+  };
+  return {
+    push(text, stream) {
+      if (dropped) return;
+      if (stored + text.length > MAX_STORED_CHARS) {
+        dropped = true;
+        return;
+      }
+      stored += text.length;
+      buffers[stream] += text;
+      while (buffers[stream].length > MAX_CONTENT_CHARS) {
+        const chunk = buffers[stream].slice(0, MAX_CONTENT_CHARS);
+        buffers[stream] = buffers[stream].slice(MAX_CONTENT_CHARS);
+        write({
+          stdout: stream === "stdout" ? chunk : null,
+          stderr: stream === "stderr" ? chunk : null,
+          exitCode: null,
+        });
+      }
+    },
+    discard() {
+      buffers.stdout = "";
+      buffers.stderr = "";
+    },
+    async finish(exitCode, extraStderr) {
+      const note = dropped ? `\n[output past ${MAX_STORED_CHARS} characters was dropped]` : "";
+      const stderr = buffers.stderr + (extraStderr ?? "") + note;
+      write({ stdout: buffers.stdout || null, stderr: stderr || null, exitCode });
+      await chain;
+    },
+  };
+};
+
+/**
+ * Starts a stored command (`/api/bash/start_bash_command` wrote it) in the sandbox, in its own bash
+ * as the sandbox user, and stores its output as it comes; `done` settles once its last event is stored.
+ * A command that cannot start (a cwd that does not exist) ends with exit -1 and the reason, as the
+ * agent server's does; one past its timeout is killed (its process group) and ends with exit -1.
+ */
+export const startBashCommand = async (
+  deps: AgentOpsDeps,
+  rawSandboxId: string,
+  commandId: string,
+): Promise<{ done: Promise<void> }> => {
+  const { sandbox, dir } = await liveSandbox(deps, rawSandboxId);
+  const id = parseId(commandId);
+  const command = id ? await bashEventsRepository(deps.db).dispatch(id, deps.workerId, new Date()) : null;
+  if (!command) {
+    const known = id ? await bashEventsRepository(deps.db).getCommand(id) : null;
+    if (known?.sandboxId === sandbox.id) return { done: Promise.resolve() };
+    throw new NotFoundError("No such bash command");
+  }
+  if (command.sandboxId !== sandbox.id) throw new NotFoundError("No such bash command");
+  return { done: runStored(deps, sandbox, dir, command) };
+};
+
+const runStored = async (
+  deps: AgentOpsDeps,
+  sandbox: Sandbox,
+  dir: string,
+  command: { id: string; command: string; cwd: string | null; timeout: number },
+): Promise<void> => {
+  const out = outputEmitter(deps, sandbox.id, command.id);
+  try {
+    let stderrHead = "";
+    const r = await deps.sandboxes.exec(refOf(sandbox), {
+      cmd: ["bash", "-c", IN_DIR_SCRIPT, "bash", command.cwd ?? dir, command.command],
+      timeoutMs: Math.max(1, command.timeout) * 1000,
+      // Kept by the emitter, not by the driver.
+      maxOutputBytes: 1,
+      onOutput: (chunk, stream) => {
+        if (stream === "stderr" && stderrHead.length < NO_SUCH_DIR_MARK.length) stderrHead += chunk;
+        out.push(chunk, stream);
+      },
+    });
+    if (r.exitCode === NO_SUCH_DIR && stderrHead.startsWith(NO_SUCH_DIR_MARK)) {
+      // As the agent server's, whose subprocess cannot start there: an error event, exit -1.
+      out.discard();
+      await out.finish(-1, `Error executing command: [Errno 2] No such file or directory: '${command.cwd ?? dir}'`);
+      return;
+    }
+    await out.finish(r.timedOut || r.exitCode === null ? -1 : r.exitCode);
+  } catch (err) {
+    const reason = await whyExecFailed(deps, sandbox, err).catch((e: unknown) => e);
+    await out.finish(-1, `Error executing command: ${reason instanceof Error ? reason.message : String(reason)}`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// paths
+
+/**
+ * Resolves an absolute path INSIDE the sandbox, as the sandbox user, every symlink followed as the
+ * sandbox sees it: prints the workspace root, the resolved path and what it is (file, dir,
+ * missing, other), NUL-separated. `-m` resolves a missing tail too, so `missing/../../etc` is judged.
+ */
+const RESOLVE_SCRIPT = `
+root=$(realpath -e -- "$1") || exit 70
+real=$(realpath -m -- "$2") || exit 71
+if [ -f "$real" ]; then kind=file; elif [ -d "$real" ]; then kind=dir; elif [ -e "$real" ]; then kind=other; else kind=missing; fi
+printf '%s\\0%s\\0%s' "$root" "$real" "$kind"
+`;
+
+type PathKind = "file" | "dir" | "missing" | "other";
+
+/** An absolute path of the workspace, resolved in the sandbox; 400 when relative, 403 once outside the workspace. */
+export const workspacePath = async (
+  deps: AgentOpsDeps,
+  sandbox: Sandbox,
+  path: string,
+): Promise<{ real: string; kind: PathKind }> => {
+  if (!path.startsWith("/")) throw new BadRequestError("Path must be absolute");
+  if (path.includes("\0")) throw new BadRequestError("Path must not contain NUL");
+  const r = await deps.sandboxes
+    .exec(refOf(sandbox), {
+      cmd: ["bash", "-c", RESOLVE_SCRIPT, "resolve", AGENT_WORKSPACE_ROOT, path],
+      maxOutputBytes: 16_384,
+    })
+    .catch((err) => whyExecFailed(deps, sandbox, err));
+  if (r.exitCode !== 0) throw new Error(`resolving a path in the sandbox failed: ${r.stderr.trim()}`);
+  const [root = "", real = "", kind = "missing"] = r.stdout.split("\0");
+  if (!root.startsWith("/") || !real.startsWith("/") || !isWithin(root, real)) {
+    throw new ForbiddenError(`Path is outside the workspace (${AGENT_WORKSPACE_ROOT}) once resolved`);
+  }
+  return { real, kind: kind as PathKind };
+};
+
+// ---------------------------------------------------------------------------------------------
+// files
+
+/**
+ * Writes what comes on stdin to a temporary file beside the target (parents created); prints OK
+ * once its input ended. The file is renamed into place by a second exec, only once the upload
+ * arrived whole: a cut or refused upload never leaves a file (its temporary one is removed).
+ */
+const WRITE_SCRIPT = `
+set -e
+mkdir -p -- "$(dirname -- "$1")"
+exec 3> "$1"
+printf READY
+cat >&3
+printf OK
+`;
+
+const PLACE_SCRIPT = `mv -f -- "$1" "$2"`;
+const DISCARD_SCRIPT = `rm -f -- "$1"`;
+
+/**
+ * Writes `body` to `path` of the workspace, streamed into the sandbox as it comes (never held
+ * whole); more than `maxBytes` is PayloadTooLargeError and nothing is written.
+ */
+export const uploadWorkspaceFile = async (
+  deps: AgentOpsDeps,
+  rawSandboxId: string,
+  path: string,
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+): Promise<void> => {
+  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const { real, kind } = await workspacePath(deps, sandbox, path);
+  if (kind === "dir" || kind === "other") throw new BadRequestError("Path is not a file");
+  if (!deps.sandboxes.openProcess) throw new Error("the sandbox driver cannot stream into a sandbox");
+  const ref = refOf(sandbox);
+  const tmp = `${real.slice(0, real.lastIndexOf("/"))}/.tern-upload-${randomUUID()}`;
+  const proc = await deps.sandboxes.openProcess(ref, { cmd: ["bash", "-c", WRITE_SCRIPT, "write", tmp] });
+  let out = "";
+  let err = "";
+  let opened: () => void = () => undefined;
+  // The temporary file exists before any byte is sent: a discard can never come before it.
+  const ready = new Promise<void>((resolve) => {
+    opened = resolve;
+  });
+  proc.onStdout((c) => {
+    out += c.toString();
+    if (out.startsWith("READY")) opened();
+  });
+  proc.onStderr((c) => {
+    err += c.toString();
+  });
+  let total = 0;
+  try {
+    await Promise.race([
+      ready,
+      proc.closed.then(() => {
+        if (!out.startsWith("READY")) throw new Error(`writing the file in the sandbox failed: ${err.trim()}`);
+      }),
+    ]);
+    if (body) {
+      for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+        total += chunk.byteLength;
+        if (total > maxBytes) throw new PayloadTooLargeError(`The file is larger than ${maxBytes} bytes`);
+        proc.write(Buffer.from(chunk));
+      }
+    }
+    proc.end();
+    await proc.closed;
+    if (!out.startsWith("READYOK")) throw new Error(`writing the file in the sandbox failed: ${err.trim()}`);
+    const placed = await deps.sandboxes.exec(ref, { cmd: ["bash", "-c", PLACE_SCRIPT, "place", tmp, real] });
+    if (placed.exitCode !== 0) throw new Error(`writing the file in the sandbox failed: ${placed.stderr.trim()}`);
+  } catch (e) {
+    proc.detach();
+    await deps.sandboxes.exec(ref, { cmd: ["bash", "-c", DISCARD_SCRIPT, "discard", tmp] }).catch(() => undefined);
+    throw e;
+  }
+};
+
+/**
+ * The one regular file of a tar stream (the engine's archive of a file), its content streamed as
+ * it comes: headers (and PAX/GNU long-name records) are skipped, the content is passed on.
+ */
+const firstFileContent = (): Transform => {
+  let header = Buffer.alloc(0);
+  let skip = 0;
+  let content = -1;
+  let done = false;
+  const pad = (n: number) => (512 - (n % 512)) % 512;
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      let buf = chunk;
+      while (buf.length > 0 && !done) {
+        if (content > 0) {
+          const take = buf.subarray(0, Math.min(content, buf.length));
+          content -= take.length;
+          this.push(take);
+          buf = buf.subarray(take.length);
+          if (content === 0) done = true;
+          continue;
+        }
+        if (skip > 0) {
+          const n = Math.min(skip, buf.length);
+          skip -= n;
+          buf = buf.subarray(n);
+          continue;
+        }
+        header = Buffer.concat([header, buf]);
+        buf = Buffer.alloc(0);
+        if (header.length < 512) break;
+        const h = header.subarray(0, 512);
+        buf = header.subarray(512);
+        header = Buffer.alloc(0);
+        if (h.every((b) => b === 0)) {
+          done = true;
+          break;
+        }
+        const size = Number.parseInt(h.subarray(124, 136).toString("ascii").replace(/\0.*$/s, "").trim() || "0", 8);
+        const type = String.fromCharCode(h[156] ?? 0);
+        if (type === "0" || type === "\0") {
+          content = size;
+          if (size === 0) done = true;
+        } else {
+          skip = size + pad(size);
+        }
+      }
+      cb();
+    },
+  });
+};
+
+/** A regular file of the workspace, streamed as the engine reads it; 404 when missing, 400 when not a file. */
+export const downloadWorkspaceFile = async (
+  deps: AgentOpsDeps,
+  rawSandboxId: string,
+  path: string,
+): Promise<{ name: string; body: ReadableStream<Uint8Array> }> => {
+  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const { real, kind } = await workspacePath(deps, sandbox, path);
+  if (kind === "missing") throw new NotFoundError("File not found");
+  if (kind !== "file") throw new BadRequestError("Path is not a file");
+  const tar = await deps.sandboxes.archive(refOf(sandbox), real).catch((err) => whyExecFailed(deps, sandbox, err));
+  if (!tar) throw new NotFoundError("File not found");
+  const content = firstFileContent();
+  tar.on("error", (err: Error) => content.destroy(err));
+  (tar as Readable).pipe(content);
+  return {
+    name: real.slice(real.lastIndexOf("/") + 1),
+    body: Readable.toWeb(content) as unknown as ReadableStream<Uint8Array>,
+  };
+};
+
+// ---------------------------------------------------------------------------------------------
+// git
+
+const NOT_A_REPOSITORY = 3;
+const BAD_REF = 4;
+
+/**
+ * The ref git changes are compared with, as OpenHands' get_valid_ref picks it: the one asked for,
+ * else the merge-base with the upstream branch, else with origin's default branch, else HEAD, else
+ * the empty tree (a repository without commits).
+ */
+const REF_FUNCTION = `
+pick_ref() {
+  if [ -n "$1" ]; then
+    case "$1" in -*) exit ${BAD_REF} ;; esac
+    git rev-parse --verify -q "$1^{commit}" >/dev/null 2>&1 || exit ${BAD_REF}
+    printf '%s' "$1"; return
+  fi
+  for up in '@{upstream}' 'origin/HEAD' 'origin/main' 'origin/master'; do
+    if git rev-parse --verify -q "$up" >/dev/null 2>&1; then
+      mb=$(git merge-base HEAD "$up" 2>/dev/null) && { printf '%s' "$mb"; return; }
+    fi
+  done
+  if git rev-parse --verify -q HEAD >/dev/null 2>&1; then printf HEAD; return; fi
+  printf '4b825dc642cb6eb9a060e54bf8d69288fbee4904'
+}
+`;
+
+/** `git diff --name-status` against the ref, then the untracked files (as ADDED), NUL-separated. */
+const CHANGES_SCRIPT = `
+${REF_FUNCTION}
+cd -- "$1" 2>/dev/null || exit ${NOT_A_REPOSITORY}
+top=$(git rev-parse --show-toplevel 2>/dev/null) || exit ${NOT_A_REPOSITORY}
+cd -- "$top"
+ref=$(pick_ref "$2") || exit ${BAD_REF}
+git -c core.quotepath=off --no-pager diff --name-status -z --find-renames "$ref" -- || exit 72
+printf '\\0--untracked--\\0'
+git -c core.quotepath=off --no-pager ls-files -z --others --exclude-standard || exit 73
+`;
+
+/** The file as it is now (stdout) and at the ref (after a marker), for one file's diff. */
+const DIFF_SCRIPT = `
+${REF_FUNCTION}
+f="$1"
+cd -- "$(dirname -- "$f")" 2>/dev/null || exit ${NOT_A_REPOSITORY}
+top=$(git rev-parse --show-toplevel 2>/dev/null) || exit ${NOT_A_REPOSITORY}
+rel=\${f#"$top"/}
+cd -- "$top"
+ref=$(pick_ref "$2") || exit ${BAD_REF}
+if [ -f "$f" ]; then printf 'M'; cat -- "$f"; else printf 'N'; fi
+printf '\\0--original--\\0'
+if git cat-file -e "$ref:$rel" 2>/dev/null; then printf 'O'; git show "$ref:$rel"; else printf 'N'; fi
+`;
+
+export interface GitChange {
+  status: "MOVED" | "ADDED" | "DELETED" | "UPDATED";
+  path: string;
+}
+
+const statusOf = (code: string): GitChange["status"] | null =>
+  code === "M" || code === "U" || code.startsWith("T")
+    ? "UPDATED"
+    : code === "A"
+      ? "ADDED"
+      : code === "D"
+        ? "DELETED"
+        : null;
+
+/** GitChange list of the repository at `path` (a directory of the workspace); [] when it is not a repository. */
+export const workspaceGitChanges = async (
+  deps: AgentOpsDeps,
+  rawSandboxId: string,
+  path: string,
+  ref: string | undefined,
+): Promise<GitChange[]> => {
+  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const { real } = await workspacePath(deps, sandbox, path);
+  const r = await deps.sandboxes
+    .exec(refOf(sandbox), {
+      cmd: ["bash", "-c", CHANGES_SCRIPT, "changes", real, ref ?? ""],
+      maxOutputBytes: 16 * 1024 * 1024,
+    })
+    .catch((err) => whyExecFailed(deps, sandbox, err));
+  if (r.exitCode === NOT_A_REPOSITORY) return [];
+  if (r.exitCode === BAD_REF) throw new BadRequestError(`Invalid git ref: ${ref}`);
+  if (r.exitCode !== 0) throw new BadRequestError(`git failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
+  const [tracked = "", untracked = ""] = r.stdout.split("\0--untracked--\0");
+  const fields = tracked.split("\0").filter((f) => f !== "");
+  const changes: GitChange[] = [];
+  for (let i = 0; i < fields.length; ) {
+    const code = fields[i++] ?? "";
+    if (code.startsWith("R")) {
+      changes.push({ status: "DELETED", path: fields[i++] ?? "" }, { status: "ADDED", path: fields[i++] ?? "" });
+    } else if (code.startsWith("C")) {
+      i++;
+      changes.push({ status: "ADDED", path: fields[i++] ?? "" });
+    } else {
+      const status = statusOf(code);
+      const p = fields[i++] ?? "";
+      if (status) changes.push({ status, path: p });
+    }
+  }
+  for (const p of untracked.split("\0")) if (p) changes.push({ status: "ADDED", path: p });
+  return changes;
+};
+
+/** GitDiff of one file of the workspace: its content now (`modified`) and at the ref (`original`). */
+export const workspaceGitDiff = async (
+  deps: AgentOpsDeps,
+  rawSandboxId: string,
+  path: string,
+  ref: string | undefined,
+): Promise<{ modified: string | null; original: string | null }> => {
+  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const { real } = await workspacePath(deps, sandbox, path);
+  const r = await deps.sandboxes
+    .exec(refOf(sandbox), {
+      cmd: ["bash", "-c", DIFF_SCRIPT, "diff", real, ref ?? ""],
+      maxOutputBytes: 32 * 1024 * 1024,
+    })
+    .catch((err) => whyExecFailed(deps, sandbox, err));
+  if (r.exitCode === NOT_A_REPOSITORY) return { modified: null, original: null };
+  if (r.exitCode === BAD_REF) throw new BadRequestError(`Invalid git ref: ${ref}`);
+  if (r.exitCode !== 0) throw new BadRequestError(`git failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
+  if (r.truncated) throw new PayloadTooLargeError("The file is too large to diff");
+  const [now = "N", then = "N"] = r.stdout.split("\0--original--\0");
+  return {
+    modified: now.startsWith("M") ? now.slice(1) : null,
+    original: then.startsWith("O") ? then.slice(1) : null,
+  };
+};

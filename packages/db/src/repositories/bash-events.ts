@@ -1,0 +1,273 @@
+import { type ColumnType, type Generated, type Kysely, sql } from "kysely";
+import type { Database } from "../schema.ts";
+
+/** The table of migration 20261128_0220 (kept out of schema.ts: only this repository reads it). */
+interface BashEventsTable {
+  id: string;
+  position: Generated<string>;
+  sandbox_id: string;
+  kind: "BashCommand" | "BashOutput";
+  command_id: string | null;
+  timestamp: ColumnType<string | Date, string | Date, never>;
+  command: string | null;
+  cwd: string | null;
+  timeout: number | null;
+  order: number | null;
+  exit_code: number | null;
+  stdout: string | null;
+  stderr: string | null;
+  worker_id: string | null;
+  dispatched_at: ColumnType<string | Date | null, string | Date | null | undefined, string | Date | null>;
+  finished_at: ColumnType<string | Date | null, string | Date | null | undefined, string | Date | null>;
+}
+
+type BashDb = Database & { bash_events: BashEventsTable };
+
+export interface BashCommandRow {
+  kind: "BashCommand";
+  id: string;
+  position: string;
+  sandboxId: string;
+  timestamp: Date;
+  command: string;
+  cwd: string | null;
+  timeout: number;
+  workerId: string | null;
+  dispatchedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+export interface BashOutputRow {
+  kind: "BashOutput";
+  id: string;
+  position: string;
+  sandboxId: string;
+  timestamp: Date;
+  commandId: string;
+  order: number;
+  exitCode: number | null;
+  stdout: string | null;
+  stderr: string | null;
+}
+
+export type BashEventRow = BashCommandRow | BashOutputRow;
+
+export interface BashOutputInput {
+  id: string;
+  commandId: string;
+  order: number;
+  exitCode: number | null;
+  stdout: string | null;
+  stderr: string | null;
+  timestamp?: Date;
+}
+
+export interface BashEventQuery {
+  sandboxId: string;
+  kind?: "BashCommand" | "BashOutput";
+  commandId?: string;
+  timestampGte?: Date;
+  timestampLt?: Date;
+  /** BashOutput events with an order above this (commands have none and are kept). */
+  orderGt?: number;
+  desc?: boolean;
+  /** The position of the first event of the page (a previous page's next_page_id). */
+  pageId?: string;
+  limit: number;
+}
+
+const dateOf = (v: string | Date | null): Date | null => (v === null ? null : v instanceof Date ? v : new Date(v));
+
+const rowOf = (r: {
+  id: string;
+  position: string;
+  sandbox_id: string;
+  kind: "BashCommand" | "BashOutput";
+  command_id: string | null;
+  timestamp: string | Date;
+  command: string | null;
+  cwd: string | null;
+  timeout: number | null;
+  order: number | null;
+  exit_code: number | null;
+  stdout: string | null;
+  stderr: string | null;
+  worker_id: string | null;
+  dispatched_at: string | Date | null;
+  finished_at: string | Date | null;
+}): BashEventRow =>
+  r.kind === "BashCommand"
+    ? {
+        kind: "BashCommand",
+        id: r.id,
+        position: String(r.position),
+        sandboxId: r.sandbox_id,
+        timestamp: dateOf(r.timestamp) as Date,
+        command: r.command ?? "",
+        cwd: r.cwd,
+        timeout: r.timeout ?? 300,
+        workerId: r.worker_id,
+        dispatchedAt: dateOf(r.dispatched_at),
+        finishedAt: dateOf(r.finished_at),
+      }
+    : {
+        kind: "BashOutput",
+        id: r.id,
+        position: String(r.position),
+        sandboxId: r.sandbox_id,
+        timestamp: dateOf(r.timestamp) as Date,
+        commandId: r.command_id ?? "",
+        order: r.order ?? 0,
+        exitCode: r.exit_code,
+        stdout: r.stdout,
+        stderr: r.stderr,
+      };
+
+/**
+ * The agent-server's bash events of each sandbox (commands and their outputs), in the order they
+ * were emitted. The API writes commands; the worker running one writes its outputs; either may
+ * write the last output of a command whose worker died (the first to lock the command wins).
+ */
+export const bashEventsRepository = (database: Kysely<Database>) => {
+  const db = database as unknown as Kysely<BashDb>;
+  return {
+    async insertCommand(c: {
+      id: string;
+      sandboxId: string;
+      command: string;
+      cwd: string | null;
+      timeout: number;
+      timestamp?: Date;
+    }): Promise<BashCommandRow> {
+      const row = await db
+        .insertInto("bash_events")
+        .values({
+          id: c.id,
+          sandbox_id: c.sandboxId,
+          kind: "BashCommand",
+          command_id: null,
+          timestamp: c.timestamp ?? new Date(),
+          command: c.command,
+          cwd: c.cwd,
+          timeout: c.timeout,
+          order: null,
+          exit_code: null,
+          stdout: null,
+          stderr: null,
+          worker_id: null,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return rowOf(row) as BashCommandRow;
+    },
+
+    async getCommand(commandId: string): Promise<BashCommandRow | null> {
+      const row = await db
+        .selectFrom("bash_events")
+        .selectAll()
+        .where("id", "=", commandId)
+        .where("kind", "=", "BashCommand")
+        .executeTakeFirst();
+      return row ? (rowOf(row) as BashCommandRow) : null;
+    },
+
+    /**
+     * The worker that takes the command, and when (by its own clock, as its directory entry's
+     * startedAt): the command as it is, or null when there is no such command or it already ended.
+     */
+    async dispatch(commandId: string, workerId: string, at: Date): Promise<BashCommandRow | null> {
+      const row = await db
+        .updateTable("bash_events")
+        .set({ worker_id: workerId, dispatched_at: at })
+        .where("id", "=", commandId)
+        .where("kind", "=", "BashCommand")
+        .where("finished_at", "is", null)
+        .returningAll()
+        .executeTakeFirst();
+      return row ? (rowOf(row) as BashCommandRow) : null;
+    },
+
+    /**
+     * Appends an output of a running command. One with an exit code is the last: the command is
+     * marked finished with it. Nothing is written (false) once the command is finished, so a late
+     * worker cannot add to a command already ended for it.
+     */
+    async appendOutput(sandboxId: string, o: BashOutputInput): Promise<boolean> {
+      // One statement (one round trip): the last output ends the command in the same statement,
+      // and a second writer of a last output finds it ended (the row lock orders the two).
+      const at = o.timestamp ?? new Date();
+      const values = sql`${o.id}::uuid, ${sandboxId}::uuid, 'BashOutput', ${o.commandId}::uuid, ${at}::timestamptz, ${o.order}::int, ${o.exitCode}::int, ${o.stdout}::text, ${o.stderr}::text`;
+      const columns = sql`(id, sandbox_id, kind, command_id, "timestamp", "order", exit_code, stdout, stderr)`;
+      const result =
+        o.exitCode === null
+          ? await sql`insert into bash_events ${columns}
+              select ${values} where exists (
+                select 1 from bash_events where id = ${o.commandId}::uuid and kind = 'BashCommand' and finished_at is null)`.execute(
+              db,
+            )
+          : await sql`with ended as (
+                update bash_events set finished_at = ${at}::timestamptz
+                where id = ${o.commandId}::uuid and kind = 'BashCommand' and finished_at is null returning id)
+              insert into bash_events ${columns} select ${values} from ended`.execute(db);
+      return Number(result.numAffectedRows ?? 0) > 0;
+    },
+
+    /** The sandbox's commands without a last output yet. */
+    async unfinished(sandboxId: string): Promise<BashCommandRow[]> {
+      const rows = await db
+        .selectFrom("bash_events")
+        .selectAll()
+        .where("sandbox_id", "=", sandboxId)
+        .where("kind", "=", "BashCommand")
+        .where("finished_at", "is", null)
+        .execute();
+      return rows.map((r) => rowOf(r) as BashCommandRow);
+    },
+
+    /** The highest order written for a command (-1: none yet). */
+    async lastOrder(commandId: string): Promise<number> {
+      const { n } = await db
+        .selectFrom("bash_events")
+        .select(sql<number | null>`max("order")`.as("n"))
+        .where("command_id", "=", commandId)
+        .executeTakeFirstOrThrow();
+      return n === null ? -1 : Number(n);
+    },
+
+    /** One page of the sandbox's events and the page id of the next (null: this is the last). */
+    async search(q: BashEventQuery): Promise<{ items: BashEventRow[]; nextPageId: string | null }> {
+      let query = db.selectFrom("bash_events").selectAll().where("sandbox_id", "=", q.sandboxId);
+      if (q.kind) query = query.where("kind", "=", q.kind);
+      if (q.commandId) query = query.where("command_id", "=", q.commandId);
+      if (q.timestampGte) query = query.where("timestamp", ">=", q.timestampGte);
+      if (q.timestampLt) query = query.where("timestamp", "<", q.timestampLt);
+      if (q.orderGt !== undefined) {
+        const gt = q.orderGt;
+        query = query.where((eb) => eb.or([eb("order", "is", null), eb("order", ">", gt)]));
+      }
+      if (q.pageId) query = query.where("position", q.desc ? "<=" : ">=", q.pageId);
+      const rows = await query
+        .orderBy("position", q.desc ? "desc" : "asc")
+        .limit(q.limit + 1)
+        .execute();
+      const next = rows.length > q.limit ? rows[q.limit] : undefined;
+      return { items: rows.slice(0, q.limit).map(rowOf), nextPageId: next ? String(next.position) : null };
+    },
+
+    async get(sandboxId: string, id: string): Promise<BashEventRow | null> {
+      const row = await db
+        .selectFrom("bash_events")
+        .selectAll()
+        .where("sandbox_id", "=", sandboxId)
+        .where("id", "=", id)
+        .executeTakeFirst();
+      return row ? rowOf(row) : null;
+    },
+
+    /** Removes every bash event of the sandbox; how many there were. */
+    async clear(sandboxId: string): Promise<number> {
+      const res = await db.deleteFrom("bash_events").where("sandbox_id", "=", sandboxId).executeTakeFirst();
+      return Number(res.numDeletedRows);
+    },
+  };
+};

@@ -1,0 +1,300 @@
+import { randomUUID } from "node:crypto";
+import {
+  type AgentOp,
+  agentOpsPath,
+  domainErrorOf,
+  isDomainError,
+  NotFoundError,
+  parseId,
+  readRefusalOf,
+  type Sandbox,
+  sandboxReadError,
+  UnavailableError,
+} from "@tern/core";
+import { type BashCommandRow, type BashEventRow, bashEventsRepository, sandboxesRepository } from "@tern/db";
+import { liveWorkers } from "@tern/queue";
+import type { WorkerReadDeps } from "./deps.ts";
+import { workersFor } from "./worker-access.ts";
+
+/**
+ * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox (issue 21), served from
+ * tern's processes: the API stores and reads the bash events (Postgres), and a worker of the
+ * sandbox's engine does what needs the sandbox (apps/worker/src/http/agent-ops.ts), reached as
+ * worker-access.ts reaches it. The sandbox is the caller's (the agent-server mount checked); these
+ * check its state by the one rule (sandbox-state.ts): 409 while paused or starting, 410 once gone.
+ */
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** A command the API stored but no worker took for this long is taken as never started. */
+const UNDISPATCHED_GRACE_MS = 60_000;
+
+/** The sandbox, running: ConflictError while paused or starting, GoneError once removed. */
+export const runningAgentSandbox = async (deps: Pick<WorkerReadDeps, "db">, sandboxId: string): Promise<Sandbox> => {
+  const id = parseId(sandboxId);
+  const sandbox = id ? await sandboxesRepository(deps.db).get(id) : null;
+  if (!sandbox) throw new NotFoundError("No such sandbox");
+  const refusal = readRefusalOf(sandbox.status);
+  if (refusal) throw sandboxReadError(refusal, sandbox.id);
+  return sandbox;
+};
+
+const isAbort = (err: unknown) => err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+
+/**
+ * One request to the internal server of a worker that can serve `sandbox` (as fetchFromWorker, any
+ * method, a body streamed when given), its answer unread. A worker's refusal comes back as the
+ * domain error its code names. A streamed body can be sent once: an unreachable worker is then
+ * UnavailableError rather than the next one tried.
+ */
+export const callAgentOps = async (
+  deps: WorkerReadDeps,
+  sandbox: Sandbox,
+  op: AgentOp,
+  params: { commandId?: string },
+  query: Record<string, string | undefined>,
+  init: { method?: "GET" | "POST"; body?: ReadableStream<Uint8Array>; timeoutMs?: number; stream?: boolean } = {},
+): Promise<Response> => {
+  const path = agentOpsPath(op, { sandboxId: sandbox.id, ...params }, query);
+  const candidates = await workersFor(deps, sandbox);
+  const timeoutMs = init.timeoutMs ?? deps.workerAccess.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  for (const worker of init.body ? candidates.slice(0, 1) : candidates) {
+    const headersOnly = init.stream || init.body ? new AbortController() : null;
+    const timer = headersOnly
+      ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
+      : undefined;
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, worker.url), {
+        method: init.method ?? "GET",
+        headers: {
+          authorization: `Bearer ${deps.workerAccess.token}`,
+          ...(init.body ? { "content-type": "application/octet-stream" } : {}),
+        },
+        ...(init.body ? { body: init.body, duplex: "half" } : {}),
+        signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
+      } as RequestInit);
+    } catch (err) {
+      if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
+      // An upload's own refusal (over the cap) aborts the body: that error is the one to answer.
+      const cause = (err as { cause?: unknown }).cause;
+      if (isDomainError(cause)) throw cause;
+      if (isDomainError(err)) throw err;
+      deps.logger.warn({ err, worker_id: worker.workerId }, "worker unreachable; trying another");
+      continue;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (res.ok) return res;
+    const body = (await res.json().catch(() => null)) as {
+      error?: { code?: unknown; message?: string; details?: unknown };
+    } | null;
+    const message = body?.error?.message ?? `the worker answered ${res.status}`;
+    if (res.status === 401) {
+      deps.logger.error(
+        { worker_id: worker.workerId },
+        "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
+      );
+      continue;
+    }
+    const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
+    if (domain) throw domain;
+    throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
+  }
+  throw new UnavailableError("No worker is reachable to serve the sandbox; try again shortly");
+};
+
+// ---------------------------------------------------------------------------------------------
+// bash
+
+/** The agent server's hex UUIDs (OpenHandsUUID: no hyphens). */
+const hex = (uuid: string) => uuid.replaceAll("-", "");
+
+/** A BashEventBase as the agent server serialises it (pydantic, `kind` discriminator). */
+export const bashEventJson = (e: BashEventRow) =>
+  e.kind === "BashCommand"
+    ? {
+        kind: "BashCommand" as const,
+        id: hex(e.id),
+        timestamp: e.timestamp.toISOString(),
+        command: e.command,
+        cwd: e.cwd,
+        timeout: e.timeout,
+      }
+    : {
+        kind: "BashOutput" as const,
+        id: hex(e.id),
+        timestamp: e.timestamp.toISOString(),
+        command_id: hex(e.commandId),
+        order: e.order,
+        exit_code: e.exitCode,
+        stdout: e.stdout,
+        stderr: e.stderr,
+      };
+
+export type BashEventJson = ReturnType<typeof bashEventJson>;
+
+export interface ExecuteBashRequest {
+  command: string;
+  cwd: string | null;
+  timeout: number;
+}
+
+/**
+ * Ends the sandbox's commands whose worker is gone (its directory entry expired, or a newer
+ * process holds its id) with an error exit, as the agent server ends a command that failed: a
+ * poll after a worker's death finds the command finished rather than running forever. So does a
+ * command no worker took within UNDISPATCHED_GRACE_MS.
+ */
+export const finishOrphanedCommands = async (deps: WorkerReadDeps, sandboxId: string): Promise<number> => {
+  const repo = bashEventsRepository(deps.db);
+  const running = await repo.unfinished(sandboxId);
+  if (running.length === 0) return 0;
+  const live = await liveWorkers(deps.redis, deps.workerAccess.prefix);
+  const now = Date.now();
+  let finished = 0;
+  for (const command of running) {
+    const orphan = command.workerId
+      ? !live.some(
+          (w) =>
+            w.workerId === command.workerId &&
+            Date.parse(w.startedAt) <= (command.dispatchedAt?.getTime() ?? Number.POSITIVE_INFINITY),
+        )
+      : now - command.timestamp.getTime() > UNDISPATCHED_GRACE_MS;
+    if (!orphan) continue;
+    const order = (await repo.lastOrder(command.id)) + 1;
+    const done = await repo.appendOutput(sandboxId, {
+      id: randomUUID(),
+      commandId: command.id,
+      order,
+      exitCode: -1,
+      stdout: null,
+      stderr: command.workerId
+        ? "Error executing command: the worker running it stopped before it finished"
+        : "Error executing command: no worker took it",
+    });
+    if (done) {
+      finished++;
+      deps.logger.warn({ command_id: command.id, worker_id: command.workerId }, "an orphaned bash command was ended");
+    }
+  }
+  return finished;
+};
+
+/**
+ * Stores the command and has a worker run it. `wait`: resolves once it finished (its last output
+ * stored). A worker that cannot be reached leaves the command ended with an error exit, not running.
+ */
+export const startAgentBashCommand = async (
+  deps: WorkerReadDeps,
+  sandboxId: string,
+  request: ExecuteBashRequest,
+  opts: { wait?: boolean } = {},
+): Promise<BashCommandRow> => {
+  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const repo = bashEventsRepository(deps.db);
+  const command = await repo.insertCommand({ id: randomUUID(), sandboxId: sandbox.id, ...request });
+  try {
+    const res = await callAgentOps(deps, sandbox, "bash", { commandId: command.id }, opts.wait ? { wait: "1" } : {}, {
+      method: "POST",
+      ...(opts.wait ? { timeoutMs: (request.timeout + 60) * 1000 } : {}),
+    });
+    await res.body?.cancel();
+  } catch (err) {
+    // A worker that died under a waited command: the orphan rule ends it; anything else ends it now.
+    if (!opts.wait || !(await finishOrphanedCommands(deps, sandbox.id))) {
+      await repo.appendOutput(sandbox.id, {
+        id: randomUUID(),
+        commandId: command.id,
+        order: (await repo.lastOrder(command.id)) + 1,
+        exitCode: -1,
+        stdout: null,
+        stderr: `Error executing command: ${err instanceof Error ? err.message : String(err)}`,
+      });
+    }
+    if (!opts.wait) throw err;
+  }
+  return command;
+};
+
+export interface BashSearch {
+  kind?: "BashCommand" | "BashOutput";
+  commandId?: string;
+  timestampGte?: Date;
+  timestampLt?: Date;
+  orderGt?: number;
+  desc?: boolean;
+  pageId?: string;
+  limit: number;
+}
+
+/** A page of the sandbox's bash events (orphaned commands ended first, so a poll sees them end). */
+export const searchAgentBashEvents = async (deps: WorkerReadDeps, sandboxId: string, q: BashSearch) => {
+  await finishOrphanedCommands(deps, sandboxId);
+  const page = await bashEventsRepository(deps.db).search({ sandboxId, ...q });
+  return { items: page.items.map(bashEventJson), next_page_id: page.nextPageId };
+};
+
+export const getAgentBashEvent = async (deps: WorkerReadDeps, sandboxId: string, eventId: string) => {
+  const id = parseId(eventId);
+  if (!id) return null;
+  await finishOrphanedCommands(deps, sandboxId);
+  const event = await bashEventsRepository(deps.db).get(sandboxId, id);
+  return event ? bashEventJson(event) : null;
+};
+
+/** The last output of a command (what execute_bash_command answers). */
+export const lastAgentBashOutput = async (deps: WorkerReadDeps, sandboxId: string, commandId: string) => {
+  const page = await bashEventsRepository(deps.db).search({
+    sandboxId,
+    commandId,
+    kind: "BashOutput",
+    desc: true,
+    limit: 1,
+  });
+  const last = page.items[0];
+  return last ? bashEventJson(last) : null;
+};
+
+export const clearAgentBashEvents = (deps: Pick<WorkerReadDeps, "db">, sandboxId: string) =>
+  bashEventsRepository(deps.db).clear(sandboxId);
+
+// ---------------------------------------------------------------------------------------------
+// files and git
+
+/** Writes the upload's bytes to `path` in the sandbox, streamed; past `maxBytes` PayloadTooLargeError. */
+export const uploadAgentFile = async (
+  deps: WorkerReadDeps,
+  sandboxId: string,
+  path: string,
+  body: ReadableStream<Uint8Array>,
+  maxBytes: number,
+): Promise<void> => {
+  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const res = await callAgentOps(
+    deps,
+    sandbox,
+    "files",
+    {},
+    { path, max: String(maxBytes) },
+    { method: "POST", body, timeoutMs: 10 * 60_000 },
+  );
+  await res.body?.cancel();
+};
+
+/** A file of the sandbox, its body streamed from the worker. */
+export const downloadAgentFile = async (deps: WorkerReadDeps, sandboxId: string, path: string): Promise<Response> => {
+  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  return callAgentOps(deps, sandbox, "files", {}, { path }, { stream: true });
+};
+
+export const agentGitChanges = async (deps: WorkerReadDeps, sandboxId: string, path: string, ref?: string) => {
+  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const res = await callAgentOps(deps, sandbox, "gitChanges", {}, { path, ref });
+  return (await res.json()) as { status: string; path: string }[];
+};
+
+export const agentGitDiff = async (deps: WorkerReadDeps, sandboxId: string, path: string, ref?: string) => {
+  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const res = await callAgentOps(deps, sandbox, "gitDiff", {}, { path, ref });
+  return (await res.json()) as { modified: string | null; original: string | null };
+};
