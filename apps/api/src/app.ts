@@ -34,6 +34,7 @@ import { userRoutes } from "./routes/users/index.ts";
 import { webhookRoutes } from "./routes/webhooks/index.ts";
 
 const MAX_BODY_BYTES = 1024 * 1024;
+const AGENT_FILE_UPLOAD = /^\/agent\/[^/]+\/api\/file\/upload\/?$/;
 
 /** Builds the HTTP application from its dependencies; main.ts and the tests both call it. */
 export const createApp = (given: ApiDeps) => {
@@ -83,14 +84,15 @@ export const createApp = (given: ApiDeps) => {
     return c.body(body, 200, { "content-type": contentType });
   });
   app.use(requestLog(deps.logger));
-  app.use(
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        throw new PayloadTooLargeError("Request body is larger than 1 MiB");
-      },
-    }),
-  );
+  const limitBody = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new PayloadTooLargeError("Request body is larger than 1 MiB");
+    },
+  });
+  // The agent server's file upload streams its body to the sandbox under its own cap
+  // (AGENT_FILE_UPLOAD_MAX_BYTES, 413 past it); every other body is held to 1 MiB.
+  app.use((c, next) => (AGENT_FILE_UPLOAD.test(c.req.path) ? next() : limitBody(c, next)));
   app.route("/", healthRoutes(deps, keyUsage));
   registerDocs(app, deps.config.publicUrl);
   app.route("/", pageRoutes(deps));

@@ -45,6 +45,19 @@ export const SERVED: Record<string, Server> = {
   "GET /ready": "mount",
   "GET /server_info": "mount",
   "WEBSOCKET /sockets/events/{conversation_id}": "mount",
+  ...Object.fromEntries(
+    [
+      "POST /api/bash/start_bash_command",
+      "POST /api/bash/execute_bash_command",
+      "GET /api/bash/bash_events/search",
+      "GET /api/bash/bash_events/{event_id}",
+      "DELETE /api/bash/bash_events",
+      "POST /api/file/upload",
+      "GET /api/file/download",
+      "GET /api/git/changes",
+      "GET /api/git/diff",
+    ].map((k) => [k, "sandbox-ops" as const]),
+  ),
 };
 
 /**
@@ -73,17 +86,6 @@ export const AWAITING_MERGE: Record<string, Exclude<Server, "mount">> = Object.f
     "POST /api/conversations/{conversation_id}/events",
     "POST /api/conversations/{conversation_id}/events/respond_to_confirmation",
   ].map((k) => [k, "conversations" as const]),
-  ...[
-    "POST /api/bash/start_bash_command",
-    "POST /api/bash/execute_bash_command",
-    "GET /api/bash/bash_events/search",
-    "GET /api/bash/bash_events/{event_id}",
-    "DELETE /api/bash/bash_events",
-    "POST /api/file/upload",
-    "GET /api/file/download",
-    "GET /api/git/changes",
-    "GET /api/git/diff",
-  ].map((k) => [k, "sandbox-ops" as const]),
 ]);
 
 /** Routes of these routers that tern does not serve, each with its reason (the list only shrinks). */
