@@ -1,4 +1,5 @@
 export * from "./api-keys.ts";
+export * from "./conversations/agent-server.ts";
 export * from "./conversations/confirmation.ts";
 export * from "./conversations/delete.ts";
 export * from "./conversations/open.ts";
