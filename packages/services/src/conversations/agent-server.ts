@@ -11,6 +11,9 @@ import {
   NotFoundError,
   newId,
   parseId,
+  readRefusalOf,
+  type SandboxStatus,
+  sandboxReadError,
   serverModelRefusal,
   userBaseUrlRefusal,
   ValidationError,
@@ -20,6 +23,7 @@ import {
   agentServerConversationsRepository,
   confirmationsRepository,
   conversationsRepository,
+  sandboxesRepository,
 } from "@tern/db";
 import { sql } from "kysely";
 import { z } from "zod";
@@ -328,6 +332,7 @@ export const startAgentServerConversation = async (
     if (existing) return { conversation: existing, created: false };
   }
   refuseUnrunnable(request);
+  await assertAgentSandboxLive(deps, scope.sandboxId);
   const agent = resolveAgent(
     {
       LLM_PROVIDER: deps.llmModels?.LLM_PROVIDER,
@@ -577,4 +582,17 @@ export const deleteAgentServerConversation = async (
   const repo = conversationsRepository(deps.db);
   await repo.revokeSessionKey(conversation.id);
   await repo.setSandbox(conversation.id, null);
+};
+
+/**
+ * The sandbox-state rule of the agent-server routes that need the sandbox live (start, run, a
+ * message with `run`, an answer to a confirmation): 409 while the user paused it (or it is still
+ * starting), 410 once it is gone (sandbox-state.ts). A sandbox the janitor paused for idleness
+ * counts as running: the run resumes it.
+ */
+export const assertAgentSandboxLive = async (deps: Pick<ServiceDeps, "db">, sandboxId: string): Promise<void> => {
+  const sandbox = await sandboxesRepository(deps.db).get(sandboxId);
+  if (sandbox?.status === "PAUSED" && sandbox.idlePausedAt) return;
+  const refusal = readRefusalOf((sandbox?.status ?? null) as SandboxStatus | null);
+  if (refusal) throw sandboxReadError(refusal, sandboxId);
 };

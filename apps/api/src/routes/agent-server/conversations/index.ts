@@ -10,6 +10,7 @@ import { publishRunInterrupt } from "@tern/queue";
 import {
   agentFinalResponse,
   agentSendMessageSchema,
+  assertAgentSandboxLive,
   conversationInfos,
   countConversations,
   countEvents,
@@ -205,6 +206,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   r.post("/api/conversations/:conversation_id/run", async (c) => {
     const conversation = await own(c);
+    await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
     await runConversation(deps, callerOf(c), conversation.id);
     return success(c);
   });
@@ -299,6 +301,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
       );
     }
     const conversation = await own(c);
+    if (body.run) await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
     await sendMessage(deps, callerOf(c), conversation.id, { content: body.content as MessageContent[], run: body.run });
     return success(c);
   });
@@ -310,6 +313,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
       "body",
     );
     const conversation = await own(c);
+    if (body.accept) await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
     await respondToConfirmation(deps, callerOf(c), conversation.id, body);
     return success(c);
   });
