@@ -156,10 +156,15 @@ describe("POST /api/conversations with a client-named LLM", () => {
       expect(started).toHaveProperty(field);
     }
 
-    await waitFor(async () => (await info(conversationId)).execution_status === "finished", {
-      what: "the run to finish",
-      timeoutMs: 60_000,
-    });
+    // Waits for the run to end either way, so a run that failed shows as such at once.
+    const ended = await waitFor(
+      async () => {
+        const status = (await info(conversationId)).execution_status;
+        return ["finished", "error", "stuck"].includes(status) && status;
+      },
+      { what: "the run to end", timeoutMs: 60_000 },
+    );
+    expect(ended).toBe("finished");
     // The worker had no LLM: the client's was used, with its own key, and only the tools it named.
     const [request] = llm.requestsFor(key);
     expect(request?.headers.authorization).toBe(`Bearer ${CLIENT_KEY}`);
