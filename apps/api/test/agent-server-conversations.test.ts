@@ -22,6 +22,8 @@ let userId: string;
 let userKey: string;
 let sandboxId: string;
 let firstConversationId: string;
+/** A conversation of the same user in another sandbox: never reached through this one's agent server. */
+let elsewhereId: string;
 const app = new Hono<AgentServerEnv>();
 const CLIENT_KEY = "sk-client-own-key-7f3a9c51d2";
 
@@ -39,7 +41,10 @@ beforeAll(async () => {
   userKey = user.key;
   client = api.client(user.key);
   // A live sandbox: an app-server start with no message (no run, so no LLM needed).
-  firstConversationId = (await client.start({})).id;
+  [firstConversationId, elsewhereId] = await Promise.all([
+    client.start({}).then((s) => s.id),
+    client.start({}).then((s) => parseId(s.id) ?? ""),
+  ]);
   const row = await api.database.db
     .selectFrom("conversations")
     .select("sandbox_id")
@@ -247,6 +252,23 @@ describe("POST /api/conversations with a client-named LLM", () => {
     );
     expect(batch.map((c) => c?.id ?? null)).toEqual([conversationId, null]);
     expect((await call("/api/conversations/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+    // The same user's conversation in another sandbox is not this agent server's.
+    expect(ids).not.toContain(elsewhereId);
+    const elsewhere = await call(`/api/conversations/${elsewhereId}`);
+    expect(elsewhere.status).toBe(404);
+    expect(await elsewhere.json()).toEqual({ detail: expect.any(String) });
+    expect(await json(await call(`/api/conversations?ids=${elsewhereId}`), 200)).toEqual([null]);
+    for (const [method, path] of [
+      ["GET", "/events/search"],
+      ["GET", "/events/count"],
+      ["POST", "/run"],
+      ["POST", "/pause"],
+      ["DELETE", ""],
+    ] as const) {
+      expect((await call(`/api/conversations/${elsewhereId}${path}`, { method })).status, `${method} ${path}`).toBe(
+        404,
+      );
+    }
     expect(
       await json(
         await call(`/api/conversations/${conversationId}`, { method: "PATCH", json: { title: "Renamed" } }),
