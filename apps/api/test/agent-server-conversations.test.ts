@@ -396,6 +396,46 @@ describe("POST /api/conversations with a client-named LLM", () => {
   }, 120_000);
 });
 
+describe("a conversation's own secrets", () => {
+  it("reach the agent's commands as environment, and are stored masked in its events", async () => {
+    const key = "as-secrets-env";
+    const value = "tok-own-secret-5521";
+    llm.pushFor(
+      key,
+      {
+        toolCalls: [
+          {
+            name: "terminal",
+            arguments: { command: 'printf "len=%s v=%s\\n" "$(printf %s "$MY_TOKEN" | wc -c)" "$MY_TOKEN"' },
+          },
+        ],
+      },
+      { toolCalls: [{ name: "finish", arguments: { message: "ok" } }] },
+    );
+    const started = await json<{ id: string }>(
+      await call("/api/conversations", {
+        method: "POST",
+        json: startBody(key, { secrets: { MY_TOKEN: { kind: "StaticSecret", value } } }),
+      }),
+      201,
+    );
+    const ended = await waitFor(
+      async () => {
+        const status = (await info(started.id)).execution_status;
+        return ["finished", "error", "stuck"].includes(status) && status;
+      },
+      { what: "the run to end", timeoutMs: 60_000 },
+    );
+    expect(ended).toBe("finished");
+    const res = await call(`/api/conversations/${started.id}/events/search?kind=ObservationEvent`);
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text).toContain(`len=${value.length}`);
+    expect(text).toContain("<secret:MY_TOKEN>");
+    expect(text).not.toContain(value);
+  }, 120_000);
+});
+
 describe("POST /api/conversations refuses what tern cannot run, naming the field (422)", () => {
   const refused = async (body: unknown, field: RegExp) => {
     const res = await call("/api/conversations", { method: "POST", json: body });
