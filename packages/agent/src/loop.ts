@@ -46,6 +46,7 @@ import {
   type LlmRequest,
   type LlmResponse,
   type ToolCall,
+  type ToolDefinition,
 } from "./llm/types.ts";
 import { usageMetrics } from "./llm/usage-metrics.ts";
 import { connectMcpServers, type McpSettings, type McpToolSet } from "./mcp/session.ts";
@@ -88,6 +89,11 @@ export interface AgentRunContext {
   alwaysConfirm?: (toolName: string) => boolean;
   /** The user's MCP servers (settings' mcp_config, opened); absent or null: none. */
   mcpConfig?: McpConfig | null;
+  /**
+   * The only built-in tools offered (a conversation whose client named its tools: the agent-server
+   * API, issue 21); absent or null: all of them. A call of another is an error the model reads.
+   */
+  tools?: readonly string[] | null;
 }
 
 export interface AgentRunDeps {
@@ -206,6 +212,7 @@ export const toolCallEvents = (
   responseId: string,
   historySeq: number,
   mcp?: Pick<McpToolSet, "has" | "definitions" | "argumentNames">,
+  builtIn: readonly ToolDefinition[] = toolDefinitions,
 ): EventDraftOf<"ActionEvent" | "AgentErrorEvent">[] =>
   withUniqueIds(response.toolCalls).map((call: ToolCall, i) => {
     const thought = i === 0 && response.text ? [{ type: "text" as const, text: response.text }] : [];
@@ -220,8 +227,8 @@ export const toolCallEvents = (
         error,
       });
     const isMcp = mcp?.has(call.name) === true;
-    if (!isToolName(call.name) && !isMcp) {
-      const names = [...toolDefinitions, ...(mcp?.definitions ?? [])].map((t) => t.name);
+    if ((!isToolName(call.name) || !builtIn.some((t) => t.name === call.name)) && !isMcp) {
+      const names = [...builtIn, ...(mcp?.definitions ?? [])].map((t) => t.name);
       return fail(`Unknown tool "${call.name}". The tools are: ${names.join(", ")}.`);
     }
     let raw: unknown;
@@ -454,6 +461,9 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
   };
 
   const steps = async (llm: LlmClient): Promise<RunOutcome> => {
+    // The tools the conversation's client named (agent-server API), else all of them.
+    const named = context.tools;
+    const builtInTools = named ? toolDefinitions.filter((t) => named.includes(t.name)) : toolDefinitions;
     const price = priceOf(llm.model, deps.settings.LLM_PRICES);
     const maxBudget = budget();
     // The budget is part of the conversation's MetricsSnapshot.
@@ -615,8 +625,8 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
         messages,
         // MCP tools are asked for security_risk and summary too, as every tool is.
         tools: mcp
-          ? [...toolDefinitions, ...mcp.definitions.map((d) => ({ ...d, parameters: withCallMeta(d.parameters) }))]
-          : toolDefinitions,
+          ? [...builtInTools, ...mcp.definitions.map((d) => ({ ...d, parameters: withCallMeta(d.parameters) }))]
+          : builtInTools,
         cacheKey: conversationId,
       };
       const llmFailed = (err: LlmError) => {
@@ -670,7 +680,9 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
       // What the model had seen: a user message stored after this is still unanswered.
       const historySeq = history.at(-1)?.seq ?? 0;
       const calls =
-        response.toolCalls.length === 0 ? [] : toolCallEvents(response, responseId, historySeq, mcp ?? undefined);
+        response.toolCalls.length === 0
+          ? []
+          : toolCallEvents(response, responseId, historySeq, mcp ?? undefined, builtInTools);
       if (await mustConfirm(calls)) {
         // Stored, none run: the run ends here and holds nothing while the user decides; the answer
         // asks for a new run (services: respondToConfirmation).

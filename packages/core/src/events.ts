@@ -345,4 +345,13 @@ export const parseStoredEvent = (row: EventRow): StoredEvent => {
 export const eventToJson = (e: StoredEvent): EventJson =>
   // Each payload is its kind's fields without the head, so payload plus head is that kind's
   // EventJson; TypeScript does not keep the pairing of `kind` and `payload` through a spread.
-  ({ ...e.payload, id: e.id, kind: e.kind, source: e.source, timestamp: e.timestamp }) as EventJson;
+  ({
+    // The SDK's AgentErrorEvent requires tool_name and tool_call_id: a run's own error (no tool
+    // call) carries them empty, so an OpenHands client can read it (issue 21).
+    ...(e.kind === "AgentErrorEvent" ? { tool_name: "", tool_call_id: "" } : {}),
+    ...e.payload,
+    id: e.id,
+    kind: e.kind,
+    source: e.source,
+    timestamp: e.timestamp,
+  }) as EventJson;

@@ -2,6 +2,7 @@ export * from "./change-feed.ts";
 export * from "./connection.ts";
 export * from "./migrate.ts";
 export * from "./repositories/agent-runs.ts";
+export * from "./repositories/agent-server-conversations.ts";
 export * from "./repositories/api-keys.ts";
 export * from "./repositories/bash-events.ts";
 export * from "./repositories/confirmations.ts";

@@ -277,4 +277,28 @@ export interface Database {
   webhook_delivery_attempts: WebhookDeliveryAttemptsTable;
   git_providers: GitProvidersTable;
   pull_requests: PullRequestsTable;
+  agent_server_conversations: AgentServerConversationsTable;
+  agent_server_conversation_secrets: AgentServerConversationSecretsTable;
+}
+
+/** A conversation started on a sandbox's agent-server API: the agent its client named (migration 0210). */
+export interface AgentServerConversationsTable {
+  conversation_id: string;
+  llm_model: string;
+  llm_base_url: string | null;
+  llm_api_key_sealed: string | null;
+  tools: ColumnType<string[], string, string>;
+  mcp_config_sealed: string | null;
+  max_iterations: number;
+  stuck_detection: boolean;
+  working_dir: string;
+  agent: ColumnType<Record<string, unknown>, string, string>;
+  created_at: Generated<string>;
+}
+
+/** A conversation's own secrets given on the agent-server API, one sealed JSON object (migration 0210). */
+export interface AgentServerConversationSecretsTable {
+  conversation_id: string;
+  secrets_sealed: string;
+  updated_at: Generated<string>;
 }

@@ -17,7 +17,16 @@ const position = z.object({ t: z.string().min(1), s: z.number().int().nonnegativ
 
 // The cursor is bound to everything that defines the result set, so it cannot be replayed elsewhere.
 const cursorScope = (f: EventFilter, order: EventOrder) =>
-  ["events", f.conversationId, f.kind ?? "", f.timestampGte ?? "", f.timestampLt ?? "", order].join("|");
+  [
+    "events",
+    f.conversationId,
+    f.kind ?? "",
+    f.timestampGte ?? "",
+    f.timestampLt ?? "",
+    order,
+    // Only when set, so cursors issued before these filters existed stay valid.
+    ...(f.source !== undefined || f.body !== undefined ? [f.source ?? "", f.body ?? ""] : []),
+  ].join("|");
 
 /**
  * A page of the caller's conversation's events, in (timestamp, seq) order or its reverse.

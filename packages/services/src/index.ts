@@ -1,5 +1,6 @@
 export * from "./agent-sandbox-ops.ts";
 export * from "./api-keys.ts";
+export * from "./conversations/agent-server.ts";
 export * from "./conversations/confirmation.ts";
 export * from "./conversations/delete.ts";
 export * from "./conversations/open.ts";

@@ -1,7 +1,7 @@
 import type { AgentRunContext } from "@tern/agent";
 import type { Conversation, Logger, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
-import { agentSecretEnv, userLlmForRun, userMcpConfigForRun } from "@tern/services";
+import { agentSecretEnv, agentServerRunContext, userLlmForRun, userMcpConfigForRun } from "@tern/services";
 import type { Kysely } from "kysely";
 
 /**
@@ -13,7 +13,7 @@ export const agentRunContext = async (
   deps: { db: Kysely<Database>; secretBox: SecretBox; logger: Logger },
   conversation: Conversation,
 ): Promise<AgentRunContext> => {
-  const [secrets, user, mcpConfig] = await Promise.all([
+  const [secrets, user, mcpConfig, named] = await Promise.all([
     agentSecretEnv(deps, conversation, (name) =>
       deps.logger.warn({ secret: name }, "a secret does not open under SECRETS_KEY; the run goes on without it"),
     ),
@@ -21,13 +21,20 @@ export const agentRunContext = async (
     userMcpConfigForRun(deps, conversation.userId, (reason) =>
       deps.logger.warn({ reason }, "the MCP config cannot be read; the run goes on without MCP servers"),
     ),
+    // A conversation started on the agent-server API: the LLM, tools, MCP servers and limits its
+    // client named (its key counts as the user's own), and its own secrets (issue 21).
+    agentServerRunContext(deps, conversation.id, (what) =>
+      deps.logger.warn({ what }, "a value of the conversation does not open under SECRETS_KEY; left out"),
+    ),
   ]);
+  const agent = named.agent;
   return {
-    secrets,
-    llm: user.llm,
-    maxIterations: user.maxIterations,
+    secrets: { ...secrets, ...named.secrets },
+    llm: agent ? agent.llm : user.llm,
+    maxIterations: agent ? agent.maxIterations : user.maxIterations,
     maxBudgetPerTask: user.maxBudgetPerTask,
     confirmation: user.confirmation,
-    mcpConfig,
+    mcpConfig: agent ? agent.mcpConfig : mcpConfig,
+    ...(agent ? { tools: agent.tools } : {}),
   };
 };

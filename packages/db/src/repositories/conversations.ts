@@ -38,6 +38,8 @@ export interface ConversationFilter {
   sandboxId?: string;
   /** Conversations started with a parent are left out unless asked for (as OpenHands does). */
   includeSubConversations?: boolean;
+  /** Only conversations in this execution status (the agent server's `status`). */
+  executionStatus?: ExecutionStatus;
 }
 
 /** A listing's keyset position: the sort key (as text) and id of the last item seen. */
@@ -143,6 +145,7 @@ export const conversationsRepository = (db: Kysely<Database>) => {
     if (f.updatedAtLt !== undefined)
       q = q.where("conversations.updated_at", "<", sql<string>`${f.updatedAtLt}::timestamptz`);
     if (f.sandboxId !== undefined) q = q.where("conversations.sandbox_id", "=", f.sandboxId);
+    if (f.executionStatus !== undefined) q = q.where("conversations.execution_status", "=", f.executionStatus);
     return q;
   };
 

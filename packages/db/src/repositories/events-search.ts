@@ -16,6 +16,10 @@ export interface EventFilter {
   timestampGte?: string;
   /** Exclusive upper bound. */
   timestampLt?: string;
+  /** Only events of this source (agent, user, environment). */
+  source?: string;
+  /** Only MessageEvents whose text contains this, case-insensitive (the agent server's `body`). */
+  body?: string;
 }
 
 /** A place in the (timestamp, seq) order: the last event a page returned. */
@@ -57,6 +61,15 @@ export const eventsSearchRepository = (db: Kysely<Database>) => {
     // Bound as text with its zone and cast by Postgres, so microseconds survive (a JS Date drops them).
     if (f.timestampGte !== undefined) q = q.where("timestamp", ">=", sql<string>`${f.timestampGte}::timestamptz`);
     if (f.timestampLt !== undefined) q = q.where("timestamp", "<", sql<string>`${f.timestampLt}::timestamptz`);
+    if (f.source !== undefined) q = q.where("source", "=", f.source);
+    if (f.body !== undefined) {
+      const pattern = `%${f.body.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+      q = q
+        .where("kind", "=", "MessageEvent")
+        .where(
+          sql<boolean>`exists (select 1 from jsonb_array_elements(coalesce(payload->'llm_message'->'content', '[]'::jsonb)) b where b->>'text' ilike ${pattern})`,
+        );
+    }
     return q;
   };
 

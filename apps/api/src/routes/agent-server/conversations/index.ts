@@ -1,5 +1,322 @@
-import type { AgentServerRoutes } from "../context.ts";
+import {
+  confirmationPolicySchema,
+  eventToJson,
+  executionStatuses,
+  type MessageContent,
+  parseIsoTimestamp,
+} from "@tern/core";
+import type { ConversationSortOrder } from "@tern/db";
+import { publishRunInterrupt } from "@tern/queue";
+import {
+  agentFinalResponse,
+  agentSendMessageSchema,
+  assertAgentSandboxLive,
+  conversationInfos,
+  countConversations,
+  countEvents,
+  deleteAgentServerConversation,
+  type EventQuery,
+  eventsByIds,
+  interruptConversation,
+  pauseConversation,
+  respondToConfirmation,
+  runConversation,
+  type SandboxScope,
+  sandboxConversation,
+  sandboxConversations,
+  searchConversations,
+  searchEvents,
+  sendMessage,
+  setConfirmationPolicy,
+  startAgentServerConversation,
+  updateAgentServerSecrets,
+  updateConversation,
+  validationErrorOf,
+} from "@tern/services";
+import type { Context } from "hono";
+import { z } from "zod";
+import type { ApiDeps } from "../../../deps.ts";
+import type { AgentServerEnv, AgentServerRoutes } from "../context.ts";
 import { newAgentServerRouter } from "../context.ts";
+import { agentServerError } from "./errors.ts";
 
-/** `/api/conversations` and `/api/conversations/{id}/events` of the agent server (issue 21). */
-export const agentConversationRoutes: AgentServerRoutes = (_deps) => newAgentServerRouter();
+/**
+ * `/api/conversations` and `/api/conversations/{id}/events` of the agent server (issue 21), with
+ * the bodies, status codes and ConversationInfo shape of openhands-agent-server's
+ * conversation_router.py and event_router.py. Only the conversations of the sandbox the URL names;
+ * everything goes through the same services as the app server's routes.
+ */
+
+type C = Context<AgentServerEnv>;
+
+const scopeOf = (c: C): SandboxScope => {
+  const s = c.get("agentSandbox");
+  return { sandboxId: s.sandboxId, userId: s.userId };
+};
+
+/** The caller the app-server services take: the sandbox's owner (the session key reaches every conversation of its sandbox). */
+const callerOf = (c: C) => ({ userId: c.get("agentSandbox").userId });
+
+const parseOr422 = <T>(schema: z.ZodType<T>, value: unknown, where: string): T => {
+  const r = schema.safeParse(value);
+  if (!r.success) throw validationErrorOf(where, r.error);
+  return r.data;
+};
+
+const jsonBody = async (c: C): Promise<unknown> => {
+  try {
+    return await c.req.json();
+  } catch {
+    throw validationErrorOf(
+      "body",
+      new z.ZodError([{ code: "custom", path: [], message: "must be JSON", input: null }]),
+    );
+  }
+};
+
+const limitParam = z.coerce.number().int().gt(0).lte(100).default(100);
+
+const timestampParam = z
+  .string()
+  .refine((v) => parseIsoTimestamp(v) !== null, "must be an ISO 8601 datetime")
+  .optional();
+
+const eventFilterParams = {
+  kind: z.string().optional(),
+  source: z.string().optional(),
+  body: z.string().optional(),
+  timestamp__gte: timestampParam,
+  timestamp__lt: timestampParam,
+};
+
+const toEventQuery = (q: {
+  kind?: string | undefined;
+  source?: string | undefined;
+  body?: string | undefined;
+  timestamp__gte?: string | undefined;
+  timestamp__lt?: string | undefined;
+}): EventQuery => ({
+  ...(q.kind !== undefined ? { kind: q.kind as EventQuery["kind"] } : {}),
+  ...(q.source !== undefined ? { source: q.source } : {}),
+  ...(q.body !== undefined ? { body: q.body } : {}),
+  ...(q.timestamp__gte !== undefined ? { timestampGte: parseIsoTimestamp(q.timestamp__gte)?.text } : {}),
+  ...(q.timestamp__lt !== undefined ? { timestampLt: parseIsoTimestamp(q.timestamp__lt)?.text } : {}),
+});
+
+const conversationSearchQuery = z.object({
+  page_id: z.string().optional(),
+  limit: limitParam,
+  status: z.enum(executionStatuses).optional(),
+  sort_order: z.enum(["CREATED_AT", "UPDATED_AT", "CREATED_AT_DESC", "UPDATED_AT_DESC"]).default("CREATED_AT_DESC"),
+});
+
+const success = (c: C) => c.json({ success: true }, 200);
+
+export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
+  const r = newAgentServerRouter();
+  r.onError(agentServerError(deps.logger));
+  const llm = {
+    llmModels: {
+      LLM_PROVIDER: deps.config.LLM_PROVIDER,
+      LLM_MODELS: deps.config.LLM_MODELS ?? [],
+    },
+    llmUserBaseUrls: deps.config.LLM_USER_BASE_URLS ?? [],
+  };
+  const infos = (list: Parameters<typeof conversationInfos>[1]) => conversationInfos(deps, list);
+  const one = async (c: C, id: string) => (await infos([await sandboxConversation(deps, scopeOf(c), id)]))[0];
+  /** The sandbox's conversation named by the path, checked before a service acts on it. */
+  const own = async (c: C) => sandboxConversation(deps, scopeOf(c), c.req.param("conversation_id") ?? "");
+
+  // ---- conversations: reads
+
+  r.get("/api/conversations/search", async (c) => {
+    const q = parseOr422(conversationSearchQuery, c.req.query(), "query");
+    const page = await searchConversations(deps, callerOf(c), {
+      filter: {
+        sandboxId: scopeOf(c).sandboxId,
+        includeSubConversations: true,
+        ...(q.status ? { executionStatus: q.status } : {}),
+      },
+      order: q.sort_order as ConversationSortOrder,
+      limit: q.limit,
+      pageId: q.page_id,
+    });
+    return c.json({ items: await infos(page.items), next_page_id: page.next_page_id }, 200);
+  });
+
+  r.get("/api/conversations/count", async (c) => {
+    const q = parseOr422(z.object({ status: z.enum(executionStatuses).optional() }), c.req.query(), "query");
+    const n = await countConversations(deps, callerOf(c), {
+      sandboxId: scopeOf(c).sandboxId,
+      includeSubConversations: true,
+      ...(q.status ? { executionStatus: q.status } : {}),
+    });
+    return c.json(n, 200);
+  });
+
+  r.get("/api/conversations", async (c) => {
+    const ids = c.req.queries("ids") ?? [];
+    if (ids.length === 0)
+      throw validationErrorOf(
+        "query",
+        new z.ZodError([{ code: "custom", path: ["ids"], message: "Field required", input: null }]),
+      );
+    if (ids.length >= 100)
+      throw validationErrorOf(
+        "query",
+        new z.ZodError([{ code: "custom", path: ["ids"], message: "at most 99 ids", input: ids }]),
+      );
+    return c.json(await infos(await sandboxConversations(deps, scopeOf(c), ids)), 200);
+  });
+
+  r.get("/api/conversations/:conversation_id", async (c) => c.json(await one(c, c.req.param("conversation_id")), 200));
+
+  r.get("/api/conversations/:conversation_id/agent_final_response", async (c) => {
+    const conversation = await own(c);
+    return c.json({ response: await agentFinalResponse(deps, conversation.id) }, 200);
+  });
+
+  // ---- conversations: writes
+
+  r.post("/api/conversations", async (c) => {
+    const { conversation, created } = await startAgentServerConversation(
+      { ...deps, ...llm },
+      scopeOf(c),
+      await jsonBody(c),
+    );
+    const [info] = await infos([conversation]);
+    return c.json(info, created ? 201 : 200);
+  });
+
+  r.patch("/api/conversations/:conversation_id", async (c) => {
+    const body = parseOr422(
+      z.looseObject({ title: z.string().min(1).max(200).nullish(), tags: z.record(z.string(), z.string()).nullish() }),
+      await jsonBody(c),
+      "body",
+    );
+    const conversation = await own(c);
+    if (body.title != null) await updateConversation(deps, callerOf(c), conversation.id, { title: body.title });
+    return success(c);
+  });
+
+  r.delete("/api/conversations/:conversation_id", async (c) => {
+    await deleteAgentServerConversation(deps, scopeOf(c), c.req.param("conversation_id"));
+    return success(c);
+  });
+
+  r.post("/api/conversations/:conversation_id/run", async (c) => {
+    const conversation = await own(c);
+    await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
+    await runConversation(deps, callerOf(c), conversation.id);
+    return success(c);
+  });
+
+  r.post("/api/conversations/:conversation_id/pause", async (c) => {
+    const conversation = await own(c);
+    await pauseConversation(deps, callerOf(c), conversation.id);
+    return success(c);
+  });
+
+  r.post("/api/conversations/:conversation_id/interrupt", async (c) => {
+    const conversation = await own(c);
+    await interruptConversation(
+      { ...deps, publish: (id) => publishRunInterrupt(deps.redis, deps.config.REDIS_PREFIX, id) },
+      callerOf(c),
+      conversation.id,
+    );
+    return success(c);
+  });
+
+  r.post("/api/conversations/:conversation_id/secrets", async (c) => {
+    const body = parseOr422(z.object({ secrets: z.record(z.string(), z.unknown()) }), await jsonBody(c), "body");
+    await updateAgentServerSecrets(deps, scopeOf(c), c.req.param("conversation_id"), body.secrets);
+    return success(c);
+  });
+
+  r.post("/api/conversations/:conversation_id/confirmation_policy", async (c) => {
+    const body = parseOr422(z.object({ policy: confirmationPolicySchema }), await jsonBody(c), "body");
+    const conversation = await own(c);
+    await setConfirmationPolicy(deps, callerOf(c), conversation.id, body.policy);
+    return success(c);
+  });
+
+  // ---- events
+
+  r.get("/api/conversations/:conversation_id/events/search", async (c) => {
+    const q = parseOr422(
+      z.object({
+        page_id: z.string().optional(),
+        limit: limitParam,
+        sort_order: z.enum(["TIMESTAMP", "TIMESTAMP_DESC"]).default("TIMESTAMP"),
+        ...eventFilterParams,
+      }),
+      c.req.query(),
+      "query",
+    );
+    const conversation = await own(c);
+    const page = await searchEvents(deps, callerOf(c), conversation.id, {
+      query: toEventQuery(q),
+      order: q.sort_order === "TIMESTAMP_DESC" ? "desc" : "asc",
+      limit: q.limit,
+      pageId: q.page_id,
+    });
+    return c.json({ items: page.items.map(eventToJson), next_page_id: page.next_page_id }, 200);
+  });
+
+  r.get("/api/conversations/:conversation_id/events/count", async (c) => {
+    const q = parseOr422(z.object(eventFilterParams), c.req.query(), "query");
+    const conversation = await own(c);
+    return c.json(await countEvents(deps, callerOf(c), conversation.id, toEventQuery(q)), 200);
+  });
+
+  r.get("/api/conversations/:conversation_id/events", async (c) => {
+    // FastAPI reads this route's `event_ids: list[str]` from the body; `?event_ids=` is taken too.
+    let ids = c.req.queries("event_ids") ?? [];
+    if (ids.length === 0 && c.req.header("content-type")?.includes("json")) {
+      ids = parseOr422(z.array(z.string()), await jsonBody(c), "body");
+    }
+    const conversation = await own(c);
+    const events = await eventsByIds(deps, callerOf(c), conversation.id, ids);
+    return c.json(
+      events.map((e) => (e ? eventToJson(e) : null)),
+      200,
+    );
+  });
+
+  r.get("/api/conversations/:conversation_id/events/:event_id", async (c) => {
+    const conversation = await own(c);
+    const [event] = await eventsByIds(deps, callerOf(c), conversation.id, [c.req.param("event_id")]);
+    if (!event) return c.json({ detail: "Not Found" }, 404);
+    return c.json(eventToJson(event), 200);
+  });
+
+  r.post("/api/conversations/:conversation_id/events", async (c) => {
+    const body = parseOr422(agentSendMessageSchema, await jsonBody(c), "body");
+    if (body.role !== "user") {
+      throw validationErrorOf(
+        "body",
+        new z.ZodError([
+          { code: "custom", path: ["role"], message: "only user messages can be sent", input: body.role },
+        ]),
+      );
+    }
+    const conversation = await own(c);
+    if (body.run) await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
+    await sendMessage(deps, callerOf(c), conversation.id, { content: body.content as MessageContent[], run: body.run });
+    return success(c);
+  });
+
+  r.post("/api/conversations/:conversation_id/events/respond_to_confirmation", async (c) => {
+    const body = parseOr422(
+      z.object({ accept: z.boolean(), reason: z.string().default("User rejected the action.") }),
+      await jsonBody(c),
+      "body",
+    );
+    const conversation = await own(c);
+    if (body.accept) await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
+    await respondToConfirmation(deps, callerOf(c), conversation.id, body);
+    return success(c);
+  });
+
+  return r;
+};
