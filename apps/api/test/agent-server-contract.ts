@@ -58,35 +58,30 @@ export const SERVED: Record<string, Server> = {
       "GET /api/git/diff",
     ].map((k) => [k, "sandbox-ops" as const]),
   ),
+  ...Object.fromEntries(
+    [
+      "GET /api/conversations/search",
+      "GET /api/conversations/count",
+      "GET /api/conversations",
+      "GET /api/conversations/{conversation_id}",
+      "PATCH /api/conversations/{conversation_id}",
+      "DELETE /api/conversations/{conversation_id}",
+      "POST /api/conversations",
+      "POST /api/conversations/{conversation_id}/run",
+      "POST /api/conversations/{conversation_id}/pause",
+      "POST /api/conversations/{conversation_id}/interrupt",
+      "POST /api/conversations/{conversation_id}/secrets",
+      "POST /api/conversations/{conversation_id}/confirmation_policy",
+      "GET /api/conversations/{conversation_id}/agent_final_response",
+      "GET /api/conversations/{conversation_id}/events/search",
+      "GET /api/conversations/{conversation_id}/events/count",
+      "GET /api/conversations/{conversation_id}/events/{event_id}",
+      "GET /api/conversations/{conversation_id}/events",
+      "POST /api/conversations/{conversation_id}/events",
+      "POST /api/conversations/{conversation_id}/events/respond_to_confirmation",
+    ].map((k) => [k, "conversations" as const]),
+  ),
 };
-
-/**
- * Routes issue 21 names, built on other branches of it (conversations/, sandbox-ops/): each moves
- * into SERVED when its group is merged, and its test adds its `checkResponse` calls.
- */
-export const AWAITING_MERGE: Record<string, Exclude<Server, "mount">> = Object.fromEntries([
-  ...[
-    "GET /api/conversations/search",
-    "GET /api/conversations/count",
-    "GET /api/conversations",
-    "GET /api/conversations/{conversation_id}",
-    "PATCH /api/conversations/{conversation_id}",
-    "DELETE /api/conversations/{conversation_id}",
-    "POST /api/conversations",
-    "POST /api/conversations/{conversation_id}/run",
-    "POST /api/conversations/{conversation_id}/pause",
-    "POST /api/conversations/{conversation_id}/interrupt",
-    "POST /api/conversations/{conversation_id}/secrets",
-    "POST /api/conversations/{conversation_id}/confirmation_policy",
-    "GET /api/conversations/{conversation_id}/agent_final_response",
-    "GET /api/conversations/{conversation_id}/events/search",
-    "GET /api/conversations/{conversation_id}/events/count",
-    "GET /api/conversations/{conversation_id}/events/{event_id}",
-    "GET /api/conversations/{conversation_id}/events",
-    "POST /api/conversations/{conversation_id}/events",
-    "POST /api/conversations/{conversation_id}/events/respond_to_confirmation",
-  ].map((k) => [k, "conversations" as const]),
-]);
 
 /** Routes of these routers that tern does not serve, each with its reason (the list only shrinks). */
 export const NOT_SERVED: Record<string, string> = {
