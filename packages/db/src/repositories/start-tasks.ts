@@ -244,7 +244,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     async readyFromWarmClaim(
       id: string,
       ready: { conversationId: string; sandboxId: string; history: { status: string; at: string }[] },
-    ): Promise<boolean> {
+    ): Promise<StartTask | null> {
       const durations: Record<string, number> = {};
       for (let i = 0; i + 1 < ready.history.length; i++) {
         const h = ready.history[i] as { status: string; at: string };
@@ -266,8 +266,9 @@ export const startTasksRepository = (db: Kysely<Database>) => {
           .where("status", "=", "WORKING")
           .returningAll()
           .executeTakeFirst();
-        if (row) await writeStartTaskStatusOutbox(trx, row);
-        return row !== undefined;
+        if (!row) return null;
+        await writeStartTaskStatusOutbox(trx, row);
+        return toStartTask(row);
       });
     },
 

@@ -60,21 +60,34 @@ export const warmSandboxesRepository = (db: Kysely<Database>) => ({
 
   /**
    * In the caller's transaction: takes one healthy, recently checked, unclaimed row of `spec` for
-   * `conversationId`. Rows another transaction holds are skipped, never waited for, so concurrent
-   * starts never share a row and never queue behind each other. Null when none is left.
+   * `conversationId`, and writes the sandboxes row of the start task `owner.taskId` for it (same
+   * id, name and container; RUNNING), in one statement. Rows another transaction holds are
+   * skipped, never waited for, so concurrent starts never share a row and never queue behind each
+   * other. Null when none is left (nothing written).
    */
-  async claim(spec: string, conversationId: string): Promise<WarmSandbox | null> {
+  async claim(
+    spec: string,
+    conversationId: string,
+    owner: { taskId: string; userId: string },
+  ): Promise<WarmSandbox | null> {
     const row = await sql<Selectable<WarmSandboxesTable>>`
-      update warm_sandboxes set claimed_at = now(), conversation_id = ${conversationId}::uuid
-      where id = (
-        select id from warm_sandboxes
-        where spec = ${spec} and claimed_at is null and healthy
-          and checked_at > now() - make_interval(secs => ${WARM_ROW_FRESH_MS / 1000})
-        order by created_at
-        limit 1
-        for update skip locked
+      with taken as (
+        update warm_sandboxes set claimed_at = now(), conversation_id = ${conversationId}::uuid
+        where id = (
+          select id from warm_sandboxes
+          where spec = ${spec} and claimed_at is null and healthy
+            and checked_at > now() - make_interval(secs => ${WARM_ROW_FRESH_MS / 1000})
+          order by created_at
+          limit 1
+          for update skip locked
+        )
+        returning *
+      ), recorded as (
+        insert into sandboxes (id, name, image, user_id, start_task_id, status, engine_id, ref)
+        select id, name, image, ${owner.userId}::uuid, ${owner.taskId}::uuid, 'RUNNING', engine_id, ref from taken
+        returning id
       )
-      returning *`.execute(db);
+      select taken.* from taken join recorded using (id)`.execute(db);
     const r = row.rows[0];
     return r ? toWarm(r) : null;
   },

@@ -6,13 +6,7 @@ import {
   type StartTaskStatus,
   type SystemPromptTool,
 } from "@tern/core";
-import {
-  agentRunOutboxRepository,
-  type Database,
-  sandboxesRepository,
-  startTasksRepository,
-  warmSandboxesRepository,
-} from "@tern/db";
+import { agentRunOutboxRepository, type Database, startTasksRepository, warmSandboxesRepository } from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import type { Kysely } from "kysely";
 import type { ServiceDeps } from "../deps.ts";
@@ -61,21 +55,12 @@ export const claimWarmStart = async (
   const enter = (status: StartTaskStatus) => history.push({ status, at: new Date().toISOString() });
   enter("WAITING_FOR_SANDBOX");
   const conversationId = task.request.conversation_id ?? newId();
-  const warm = await warmSandboxesRepository(trx).claim(spec, conversationId);
+  // The row becomes the conversation's sandbox (same id, name and container), in the same statement.
+  const warm = await warmSandboxesRepository(trx).claim(spec, conversationId, { taskId: task.id, userId: task.userId });
   if (!warm) {
     metrics.poolClaims.inc({ result: "miss" });
     return null;
   }
-  // The row becomes the conversation's sandbox: same id, name and container.
-  await sandboxesRepository(trx).upsert({
-    id: warm.id,
-    name: warm.name,
-    image: warm.image,
-    startTaskId: task.id,
-    status: "RUNNING",
-    engineId: warm.engineId,
-  });
-  await sandboxesRepository(trx).update(warm.id, { ref: warm.ref });
   for (const s of CLAIMED_STAGES) enter(s);
   enter("STARTING_CONVERSATION");
   let outboxId: string | null = null;
@@ -102,18 +87,13 @@ export const claimWarmStart = async (
     },
   );
   enter("READY");
-  if (
-    !(await startTasksRepository(trx).readyFromWarmClaim(task.id, {
-      conversationId: conversation.id,
-      sandboxId: warm.id,
-      history,
-    }))
-  ) {
-    throw new Error(`start task ${task.id} left WORKING inside its own transaction`);
-  }
+  const ready = await startTasksRepository(trx).readyFromWarmClaim(task.id, {
+    conversationId: conversation.id,
+    sandboxId: warm.id,
+    history,
+  });
+  if (!ready) throw new Error(`start task ${task.id} left WORKING inside its own transaction`);
   metrics.poolClaims.inc({ result: "hit" });
-  const ready = await startTasksRepository(trx).get(task.id);
-  if (!ready) throw new Error(`start task ${task.id} vanished inside its own transaction`);
   return { task: ready, outboxId };
 };
 
