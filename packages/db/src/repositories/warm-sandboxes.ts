@@ -155,12 +155,23 @@ export const warmSandboxesRepository = (db: Kysely<Database>) => ({
     await db.deleteFrom("warm_sandboxes").where("id", "=", id).execute();
   },
 
-  /** Janitor: unclaimed rows no owner has checked for `olderThanMs` (their worker is gone). */
-  async removeStale(olderThanMs: number): Promise<number> {
+  /**
+   * Upkeep: unclaimed rows no owner has checked for `olderThanMs` (their worker is gone), and
+   * claimed rows no run looked at within `claimedForMs` (a conversation started without a message
+   * whose first run never came: a later run finds a dead sandbox as any run does).
+   */
+  async removeStale(olderThanMs: number, claimedForMs = 3_600_000): Promise<number> {
     const r = await db
       .deleteFrom("warm_sandboxes")
-      .where("claimed_at", "is", null)
-      .where("checked_at", "<", sql<string>`now() - make_interval(secs => ${olderThanMs / 1000})`)
+      .where((eb) =>
+        eb.or([
+          eb.and([
+            eb("claimed_at", "is", null),
+            eb("checked_at", "<", sql<string>`now() - make_interval(secs => ${olderThanMs / 1000})`),
+          ]),
+          eb("claimed_at", "<", sql<string>`now() - make_interval(secs => ${claimedForMs / 1000})`),
+        ]),
+      )
       .executeTakeFirst();
     return Number(r.numDeletedRows);
   },
