@@ -167,16 +167,21 @@ export const startDeployment = async (opts: {
     },
     /**
      * Waits until the workers' pools hold `n` warm sandboxes (running, unclaimed, and made at
-     * least `settledMs` ago, so their warm-up exec is done). The starts' own sandboxes must be
+     * least `settledMs` ago, so their warm-up exec is done), with as many claimable rows. The starts' own sandboxes must be
      * removed first: claimed ones keep their pool labels.
      */
     async waitWarm(sandboxes: SandboxDriver, n: number, settledMs = 1_000, timeoutMs = 60_000) {
       let warm = 0;
       return waitFor(
         async () => {
-          warm = (await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })).filter(
-            (c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs,
-          ).length;
+          const containers = (
+            await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })
+          ).filter((c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs).length;
+          // What a start can claim: the pools' unclaimed rows (issue 23 §1), not only running containers.
+          const rows = await db.query<{ n: number }>(
+            "select count(*)::int as n from warm_sandboxes where claimed_at is null",
+          );
+          warm = Math.min(containers, rows.rows[0]?.n ?? 0);
           return warm >= n && warm;
         },
         { what: `${n} warm sandboxes in the pool`, timeoutMs, intervalMs: 100, detail: () => `${warm} warm` },
