@@ -7,13 +7,15 @@ import { createKey, spawnApi, spawnWorker } from "./services.ts";
 
 export interface StartOutcome {
   taskId: string;
-  /** POST sent → first poll that saw READY, as the client sees it. */
+  /** POST sent → READY read, as the client sees it: the POST's answer when it said READY, else the first poll that did. */
   clientMs: number;
   /** created_at → updated_at of the READY task, as the database saw it. */
   serverMs: number;
   stageDurations: Record<string, number>;
   /** The sandbox it ran in (a `tern-pool-` name when the warm pool served it). */
   sandboxName: string | null;
+  /** The POST's answer was READY (the API claimed a warm row, issue 23 §1): no polling. */
+  answeredReady: boolean;
 }
 
 const POLL_MS = 3;
@@ -47,7 +49,8 @@ export const startDeployment = async (opts: {
   const db = new pg.Client({ connectionString: opts.databaseUrl, options: "-c TimeZone=UTC" });
   await db.connect();
 
-  const post = async (body: StartRequest): Promise<{ id: string; t0: number }> => {
+  /** `readyAt`: the answer itself said READY (a warm claim, issue 23 §1): the client has read it then. */
+  const post = async (body: StartRequest): Promise<{ id: string; t0: number; readyAt?: number }> => {
     const t0 = performance.now();
     const res = await fetch(`${api.url}/api/v1/app-conversations`, {
       method: "POST",
@@ -58,11 +61,20 @@ export const startDeployment = async (opts: {
     });
     const text = await res.text();
     if (res.status >= 300) throw new Error(`start answered ${res.status}: ${text.slice(0, 300)}`);
-    return { id: (JSON.parse(text) as { id: string }).id, t0 };
+    const answeredAt = performance.now();
+    const task = JSON.parse(text) as { id: string; status: string };
+    return { id: task.id, t0, ...(task.status === "READY" ? { readyAt: answeredAt } : {}) };
   };
 
-  const waitReady = async (ids: string[], timeoutMs: number): Promise<Map<string, number>> => {
-    const done = new Map<string, number>();
+  /** Starts whose POST answered READY are READY as of that answer; the rest are polled. */
+  const answeredReady = (posted: { id: string; readyAt?: number }[]): Map<string, number> =>
+    new Map(posted.flatMap((p) => (p.readyAt === undefined ? [] : [[p.id.replaceAll("-", ""), p.readyAt]])));
+
+  const waitReady = async (
+    ids: string[],
+    timeoutMs: number,
+    done: Map<string, number> = new Map(),
+  ): Promise<Map<string, number>> => {
     const deadline = Date.now() + timeoutMs;
     while (done.size < ids.length) {
       const pending = ids.filter((id) => !done.has(id)).slice(0, 100);
@@ -83,7 +95,7 @@ export const startDeployment = async (opts: {
     return done;
   };
 
-  const outcomes = async (posted: { id: string; t0: number }[], readyAt: Map<string, number>) => {
+  const outcomes = async (posted: { id: string; t0: number; readyAt?: number }[], readyAt: Map<string, number>) => {
     const r = await db.query<{
       id: string;
       ms: number;
@@ -104,6 +116,7 @@ export const startDeployment = async (opts: {
         serverMs: Number(row?.ms ?? Number.NaN),
         stageDurations: row?.stage_durations ?? {},
         sandboxName: row?.sandbox_name ?? null,
+        answeredReady: p.readyAt !== undefined,
       };
     });
   };
@@ -114,7 +127,7 @@ export const startDeployment = async (opts: {
     /** One start, followed to READY. */
     async startOne(body: StartRequest): Promise<StartOutcome> {
       const p = await post(body);
-      const readyAt = await waitReady([p.id.replaceAll("-", "")], 60_000);
+      const readyAt = await waitReady([p.id.replaceAll("-", "")], 60_000, answeredReady([p]));
       return (await outcomes([p], readyAt))[0] as StartOutcome;
     },
     /** `n` starts posted at once, followed to READY; also the span first POST → last READY. */
@@ -123,6 +136,7 @@ export const startDeployment = async (opts: {
       const readyAt = await waitReady(
         posted.map((p) => p.id.replaceAll("-", "")),
         120_000 + n * 2_000,
+        answeredReady(posted),
       );
       const first = Math.min(...posted.map((p) => p.t0));
       const last = Math.max(...readyAt.values());
@@ -144,6 +158,7 @@ export const startDeployment = async (opts: {
       const readyAt = await waitReady(
         posted.map((p) => p.id.replaceAll("-", "")),
         120_000 + n * 2_000,
+        answeredReady(posted),
       );
       return outcomes(posted, readyAt);
     },
@@ -152,16 +167,21 @@ export const startDeployment = async (opts: {
     },
     /**
      * Waits until the workers' pools hold `n` warm sandboxes (running, unclaimed, and made at
-     * least `settledMs` ago, so their warm-up exec is done). The starts' own sandboxes must be
+     * least `settledMs` ago, so their warm-up exec is done), with as many claimable rows. The starts' own sandboxes must be
      * removed first: claimed ones keep their pool labels.
      */
     async waitWarm(sandboxes: SandboxDriver, n: number, settledMs = 1_000, timeoutMs = 60_000) {
       let warm = 0;
       return waitFor(
         async () => {
-          warm = (await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })).filter(
-            (c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs,
-          ).length;
+          const containers = (
+            await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })
+          ).filter((c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs).length;
+          // What a start can claim: the pools' unclaimed rows (issue 23 §1), not only running containers.
+          const rows = await db.query<{ n: number }>(
+            "select count(*)::int as n from warm_sandboxes where claimed_at is null",
+          );
+          warm = Math.min(containers, rows.rows[0]?.n ?? 0);
           return warm >= n && warm;
         },
         { what: `${n} warm sandboxes in the pool`, timeoutMs, intervalMs: 100, detail: () => `${warm} warm` },

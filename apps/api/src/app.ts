@@ -42,6 +42,7 @@ export const createApp = (given: ApiDeps) => {
   const deps: ApiDeps = {
     ...given,
     limits: given.limits ?? tenantLimitsOf(given.config),
+    warmSpec: given.warmSpec ?? given.config.SANDBOX_IMAGE,
     llmModels: given.llmModels ?? { LLM_PROVIDER: given.config.LLM_PROVIDER, LLM_MODELS: given.config.LLM_MODELS },
     ...(given.workersAlive || !given.workerDirectory
       ? {}

@@ -14,6 +14,11 @@ import type { StreamHub } from "./routes/streams/event-pump.ts";
 /** Everything a route may use, built once by main.ts (or by a test with its own resources). */
 export interface ApiDeps {
   config: ApiConfig & { publicUrl: string; cursorSecret: string };
+  /**
+   * The spec a start without a repository claims a warm row of (issue 23 §1); createApp fills it
+   * with SANDBOX_IMAGE.
+   */
+  warmSpec?: string;
   db: Kysely<Database>;
   redis: Redis;
   queues: Queues;

@@ -22,6 +22,7 @@ import { gitServicesOf } from "./pipeline/repository-spec.ts";
 import { runJanitor } from "./processors/janitor.ts";
 import { startWebhookOutboxSweep } from "./processors/webhooks.ts";
 import { startDiskLimitWatch } from "./sandbox/disk-limit.ts";
+import { startWarmUpkeep, WARM_TOUCH_EVERY_MS, warmPoolStore } from "./sandbox/warm-rows.ts";
 import { startWorkers } from "./workers.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -111,6 +112,15 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
       });
     },
     isClaimed: async (info) => (await sandboxesRepository(db).findByName(info.name)) !== null,
+    // Rows the API claims in a start's own transaction (issue 23 §1); their health renewed this often.
+    store: warmPoolStore({
+      db,
+      ownerId: workerId,
+      engineId,
+      image: config.SANDBOX_IMAGE,
+      llmModel: config.LLM_MODEL ?? null,
+    }),
+    checkEveryMs: WARM_TOUCH_EVERY_MS,
     logger,
   });
   await warmPool.start();
@@ -154,6 +164,9 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   });
 
   shutdown.register("webhook outbox sweep", webhookSweep.stop);
+  // Claimed starts' agent runs the API could not enqueue itself, and warm rows no owner checks.
+  const warmUpkeep = startWarmUpkeep(deps);
+  shutdown.register("warm upkeep", warmUpkeep.stop);
 
   // Where the engine cannot hold the disk limit, this worker does (see sandbox/disk-limit.ts).
   const diskWatch = startDiskLimitWatch(deps, {

@@ -20,5 +20,6 @@ export * from "./repositories/start-tasks.ts";
 export * from "./repositories/user-secrets.ts";
 export * from "./repositories/user-settings.ts";
 export * from "./repositories/users.ts";
+export * from "./repositories/warm-sandboxes.ts";
 export * from "./repositories/webhooks.ts";
 export type { Database } from "./schema.ts";

@@ -81,6 +81,8 @@ export interface StartTasksTable {
   stage_durations: ColumnType<Record<string, number>, string | undefined, string>;
   /** Output of .openhands/setup.sh, capped (migration 0003). */
   setup_output: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Each stage the task entered, with its time (migration 0300): `[{status, at}]`. */
+  stage_history: ColumnType<{ status: string; at: string }[], string | undefined, string>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -256,6 +258,38 @@ interface PullRequestsTable {
   created_at: Timestamp;
 }
 
+/** A warm sandbox a worker's pool made (migration 0300): what the API claims in a start's transaction. */
+export interface WarmSandboxesTable {
+  id: string;
+  name: string;
+  ref: string;
+  engine_id: string | null;
+  image: string;
+  /** The engine-agnostic spec a start asks for (its image). */
+  spec: string;
+  owner_worker: string;
+  healthy: Generated<boolean>;
+  /** The empty workspace the warm-up made, and the system prompt a start without a repository gets there. */
+  workspace_dir: string;
+  system_prompt: ColumnType<{ text: string; tools: unknown[] }, string, string>;
+  /** The worker's LLM_MODEL: a conversation's model when neither the request nor the user names one. */
+  llm_model: string | null;
+  created_at: Timestamp;
+  /** Renewed by the owner while it holds the container running; a claim takes only recent ones. */
+  checked_at: Timestamp;
+  claimed_at: NullableTimestamp;
+  conversation_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Agent runs a transaction asked for, until a relay enqueued them (migration 0300). */
+export interface AgentRunOutboxTable {
+  id: Generated<string>;
+  conversation_id: string;
+  run_id: string;
+  engine_id: string | null;
+  created_at: Timestamp;
+}
+
 export interface Database {
   users: UsersTable;
   api_keys: ApiKeysTable;
@@ -279,6 +313,8 @@ export interface Database {
   pull_requests: PullRequestsTable;
   agent_server_conversations: AgentServerConversationsTable;
   agent_server_conversation_secrets: AgentServerConversationSecretsTable;
+  warm_sandboxes: WarmSandboxesTable;
+  agent_run_outbox: AgentRunOutboxTable;
 }
 
 /** A conversation started on a sandbox's agent-server API: the agent its client named (migration 0210). */

@@ -5,4 +5,5 @@ export { type DockerEngine, dockerEngineFromEnv } from "./docker/engine.ts";
 export * from "./driver.ts";
 export * from "./pool.ts";
 export * from "./pool-sizing.ts";
+export type * from "./pool-store.ts";
 export * from "./traced.ts";

@@ -9,6 +9,7 @@ import {
   type SandboxSpec,
 } from "./driver.ts";
 import { createArrivalRate, createRefillEstimate, poolTarget } from "./pool-sizing.ts";
+import type { WarmPoolStore } from "./pool-store.ts";
 
 /** The worker instance whose pool made the sandbox (see `PoolOwnerLabel` in the janitor). */
 export const PoolOwnerLabel = "tern.pool_owner";
@@ -65,6 +66,15 @@ export interface SandboxPoolOptions {
    * nothing else would. Claimed ones are left to their conversations.
    */
   isClaimed?: (info: SandboxInfo) => Promise<boolean>;
+  /**
+   * Records each warm sandbox as a row others claim (the API, in a start's transaction). Given, a
+   * sandbox is the pool's to hand out or remove only while `take` says its row was unclaimed, and
+   * the pool looks every `syncMs` for rows claimed elsewhere: those leave the pool (not removed:
+   * they are a conversation's now) and count as arrivals, and the refill starts at once.
+   */
+  store?: WarmPoolStore;
+  /** How often the pool looks for rows claimed elsewhere (default 200 ms). */
+  syncMs?: number;
   /** Called every `heartbeatMs` while the pool runs: proves the owner alive to the janitor. */
   heartbeat?: () => Promise<void>;
   heartbeatMs?: number;
@@ -105,6 +115,11 @@ const RESIZE_EVERY_MS = 1_000;
  */
 export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOptions): WarmSandboxPool => {
   const ready: SandboxInfo[] = [];
+  /** When each ready sandbox's row was written: a sync read begun before it cannot have seen it. */
+  const addedAt = new Map<string, number>();
+  const store = opts.store;
+  const syncMs = opts.syncMs ?? 200;
+  let lastSync = Date.now();
   let creating = 0;
   let running = false;
   let stopped = false;
@@ -163,6 +178,10 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
         return;
       }
       refill.add(now() - startedAt);
+      if (store) {
+        await store.add(info);
+        addedAt.set(info.name, Date.now());
+      }
       ready.push(info);
       notifyFull();
     } catch (err) {
@@ -183,9 +202,29 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       const entry = ready[i] as SandboxInfo;
       if (!live.has(entry.ref)) {
         ready.splice(i, 1);
+        addedAt.delete(entry.name);
+        // Claimed elsewhere meanwhile: its conversation's first run finds it dead and replaces it.
+        if (store && !(await store.take(entry))) continue;
         log?.warn({ sandbox: entry.name }, "warm sandbox is gone; replacing it");
         await driver.destroy(entry.ref).catch(() => undefined);
       }
+    }
+    await store?.touch(ready.map((r) => r.name));
+  };
+
+  /** Entries whose rows a claim elsewhere took leave the pool (they are a conversation's now). */
+  const syncClaims = async (): Promise<void> => {
+    if (!store) return;
+    const began = Date.now();
+    lastSync = began;
+    const unclaimed = await store.unclaimed();
+    for (let i = ready.length - 1; i >= 0; i--) {
+      const entry = ready[i] as SandboxInfo;
+      if (unclaimed.has(entry.name) || (addedAt.get(entry.name) ?? 0) >= began) continue;
+      ready.splice(i, 1);
+      addedAt.delete(entry.name);
+      arrivals.record(now());
+      log?.debug({ sandbox: entry.name }, "warm sandbox claimed by a start's transaction");
     }
   };
 
@@ -204,6 +243,8 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     surplusSince = t;
     // Taken out synchronously, so no claim can get it while it is destroyed.
     const idle = ready.shift() as SandboxInfo;
+    addedAt.delete(idle.name);
+    if (store && !(await store.take(idle))) return;
     log?.debug({ sandbox: idle.name, target: goal }, "warm sandbox not needed; removing it");
     await driver
       .destroy(idle.ref)
@@ -220,6 +261,12 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
         if (Date.now() - lastCheck >= checkEvery) await dropDead();
       } catch (err) {
         log?.warn({ err }, "listing warm sandboxes failed");
+      }
+      try {
+        if (store && Date.now() - lastSync >= syncMs) await syncClaims();
+      } catch (err) {
+        lastSync = Date.now();
+        log?.warn({ err }, "reading the warm rows failed");
       }
       const goal = target();
       // At rest one create at a time, as a fixed pool; above its floor, all the target lacks at once,
@@ -250,6 +297,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       let napMs = Math.max(10, checkEvery - (Date.now() - lastCheck));
       if (retryAt > Date.now()) napMs = Math.min(napMs, retryAt - Date.now());
       if (goal > min || ready.length > min) napMs = Math.min(napMs, RESIZE_EVERY_MS);
+      if (store) napMs = Math.min(napMs, Math.max(0, syncMs - (Date.now() - lastSync)));
       await Promise.race([sleep(Math.max(10, napMs)), new Promise<void>((r) => (wake = r))]);
     }
     await Promise.all(inFlight);
@@ -257,6 +305,8 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
 
   /** Removes what an earlier process under this owner id left warm (see `isClaimed`). */
   const removeLeftovers = async (): Promise<void> => {
+    // Rows first, so no claim takes a sandbox about to be removed; a claimed row stays (its sandbox too).
+    await store?.removeAll();
     const isClaimed = opts.isClaimed;
     if (!isClaimed) return;
     const mine = await driver.list({
@@ -292,8 +342,14 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     async claim(owner) {
       // Every start that looks counts towards the rate, hit or miss: a miss is demand the pool lacked.
       if (running) arrivals.record(now());
-      // Synchronous pop: no other claim in this process can see the same entry.
-      const info = ready.shift();
+      // Synchronous pop: no other claim in this process can see the same entry; the store's take
+      // then settles it against claims elsewhere (the API's).
+      let info = ready.shift();
+      while (info && store) {
+        addedAt.delete(info.name);
+        if (await store.take(info)) break;
+        info = ready.shift();
+      }
       kick();
       if (!info) return null;
       try {
@@ -314,7 +370,13 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       kick();
       await loop?.catch(() => undefined);
       const leftovers = ready.splice(0);
-      await Promise.all(leftovers.map((c) => driver.destroy(c.ref).catch(() => undefined)));
+      await Promise.all(
+        leftovers.map(async (c) => {
+          // One a start's transaction claimed is its conversation's: left running.
+          if (store && !(await store.take(c).catch(() => true))) return;
+          await driver.destroy(c.ref).catch(() => undefined);
+        }),
+      );
       for (const w of fullWaiters.splice(0)) w();
     },
 

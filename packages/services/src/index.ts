@@ -11,6 +11,7 @@ export * from "./conversations/search.ts";
 export * from "./conversations/send-message.ts";
 export * from "./conversations/start.ts";
 export * from "./conversations/update.ts";
+export * from "./conversations/warm-start.ts";
 export type * from "./deps.ts";
 export * from "./events.ts";
 export * from "./git-providers.ts";

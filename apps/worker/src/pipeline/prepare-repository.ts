@@ -6,7 +6,7 @@ import { repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
 import { hasSkillSourcesScript } from "./skills.ts";
 
-const EMPTY_WORKSPACE = "/workspace/project";
+export const EMPTY_WORKSPACE = "/workspace/project";
 const WORKSPACE_ROOT = "/workspace";
 
 /**

@@ -5,6 +5,7 @@ import { agentRunContext } from "../agent/run-context.ts";
 import { ensureSandboxRunning } from "../agent/sandbox-idleness.ts";
 import type { WorkerDeps } from "../deps.ts";
 import { createGitTools } from "../git/tools.ts";
+import { replaceDeadClaimedSandbox } from "../sandbox/warm-rows.ts";
 import type { JobProcessor } from "./types.ts";
 
 /** How long a run waits before it looks again when another run holds its conversation. */
@@ -41,8 +42,11 @@ export const agentRunProcessor =
               agentRunContext({ db: deps.db, secretBox: deps.secretBox, logger }, conversation),
             // git_push and create_pull_request: run here, with the user's token, never in the sandbox.
             git: createGitTools(deps),
-            ensureSandboxRunning: (conversation) =>
-              ensureSandboxRunning({ db: deps.db, sandboxes: deps.sandboxes, logger }, conversation),
+            ensureSandboxRunning: async (conversation) => {
+              await ensureSandboxRunning({ db: deps.db, sandboxes: deps.sandboxes, logger }, conversation);
+              // A sandbox a start's transaction claimed from a row: this first exec proves it alive, or replaces it.
+              await replaceDeadClaimedSandbox(deps, conversation, logger);
+            },
             ...(interrupt ? { interrupt: interrupt.signal } : {}),
             ...(deps.stopping ? { shutdown: deps.stopping } : {}),
           },

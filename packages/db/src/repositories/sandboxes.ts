@@ -177,6 +177,8 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
       idlePausedAt: null;
       /** Moved to another engine (a start retried there) or first recorded. */
       engineId: string | null;
+      /** A replacement container of its own name (a claimed warm sandbox found dead). */
+      name: string;
     }>,
   ): Promise<void> {
     await db
@@ -184,6 +186,7 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
       .set({
         ...(patch.status !== undefined ? { status: patch.status } : {}),
         ...(patch.ref !== undefined ? { ref: patch.ref } : {}),
+        ...(patch.name !== undefined ? { name: patch.name } : {}),
         ...(patch.conversationId !== undefined ? { conversation_id: patch.conversationId } : {}),
         ...(patch.startTaskId !== undefined ? { start_task_id: patch.startTaskId } : {}),
         ...(patch.idlePausedAt !== undefined ? { idle_paused_at: null } : {}),

@@ -15,6 +15,7 @@ import {
   toHexId,
 } from "@tern/core";
 import {
+  agentRunOutboxRepository,
   conversationsRepository,
   type Database,
   eventsRepository,
@@ -39,6 +40,12 @@ export interface OpenConversationDeps {
   defaultLlmModel: string | null;
   /** The engine whose queue the first run goes to (where the sandbox was made). */
   engineId: string | null;
+  /**
+   * The first run is written to the agent-run outbox in `db`'s transaction instead of enqueued (a
+   * warm claim, issue 23 §1: the run commits with the conversation, a relay enqueues it). Returns
+   * the entry's id through `onOutbox`.
+   */
+  runOutbox?: (entryId: string) => void;
 }
 
 export interface OpenedStart {
@@ -118,8 +125,13 @@ export const openConversation = async (deps: OpenConversationDeps, start: Opened
   if (initial) {
     // The first run's id is the conversation's own, so every attempt asks for it: an attempt that
     // died after writing the events loses no run, and BullMQ keeps the one job.
-    const runId = await enqueueAgentRun(deps.queues, conversation.id, conversation.id, deps.engineId);
-    deps.logger.info({ conversation_id: conversation.id, run_id: runId }, "agent run requested");
+    if (deps.runOutbox) {
+      const entry = { conversationId: conversation.id, runId: conversation.id, engineId: deps.engineId };
+      deps.runOutbox(await agentRunOutboxRepository(deps.db).add(entry));
+    } else {
+      const runId = await enqueueAgentRun(deps.queues, conversation.id, conversation.id, deps.engineId);
+      deps.logger.info({ conversation_id: conversation.id, run_id: runId }, "agent run requested");
+    }
   }
   return conversation;
 };

@@ -7,6 +7,7 @@ import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
 import { assertMessageSize, assertStartAllowed } from "../quotas.ts";
 import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "../secrets.ts";
 import { assertModelAllowed } from "../settings.ts";
+import { claimWarmStart, isWarmClaimable, relayClaimedRun, type WarmStartDeps } from "./warm-start.ts";
 
 /**
  * What the start request means before the task is written: a parent of the caller's (404
@@ -55,7 +56,8 @@ export const startConversation = async (
   deps: Pick<
     ServiceDeps,
     "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits" | "secretBox" | "llmModels" | "workersAlive"
-  >,
+  > &
+    WarmStartDeps,
   userId: string,
   given: StartRequest,
 ): Promise<StartTask> => {
@@ -87,10 +89,17 @@ export const startConversation = async (
   const resolved = await resolveStartRequest(deps, userId, request);
   // Accepted all the same (a worker may come), but not silently: the task says what it waits for.
   const noWorker = await noWorkerAlive(deps);
-  return deps.db.transaction().execute(async (trx) => {
+  // Issue 23 §1: a start that needs no repository takes a warm row in this same transaction and
+  // answers READY; with none free (or a repository to clone) it goes on to the queue as before.
+  const warmSpec = !noWorker && isWarmClaimable(resolved) ? deps.warmSpec : undefined;
+  const outcome = await deps.db.transaction().execute(async (trx) => {
     await assertStartAllowed(trx, userId, deps.limits);
     const created = await startTasksRepository(trx).create(userId, resolved);
     if (withSecrets && secretBox) await storeStartSecrets({ db: trx, secretBox }, created.id, withSecrets);
+    if (warmSpec) {
+      const claimed = await claimWarmStart(trx, deps, created, warmSpec);
+      if (claimed) return claimed;
+    }
     const task = noWorker ? { ...created, detail: WAITING_FOR_WORKER } : created;
     if (noWorker) {
       await startTasksRepository(trx).noteWaitingForWorker(task.id);
@@ -99,8 +108,10 @@ export const startConversation = async (
     await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: task.id }), {
       task_id: task.id,
     });
-    return task;
+    return { task, outboxId: null };
   });
+  if (outcome.outboxId) void relayClaimedRun(deps, outcome.outboxId);
+  return outcome.task;
 };
 
 /** True only when the worker directory answered and named none; a directory that cannot be read says nothing. */
