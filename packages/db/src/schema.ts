@@ -256,6 +256,28 @@ interface PullRequestsTable {
   created_at: Timestamp;
 }
 
+/** A sandbox committed as an image after its setup script (migration 0320); per user and engine. */
+interface RepoSnapshotsTable {
+  id: string;
+  user_id: string;
+  engine_id: string;
+  provider: string;
+  repository: string;
+  /** The branch asked for; "" for the repository's default branch. */
+  branch: string;
+  commit: string;
+  /** sha256 of `.openhands/setup.sh` as it ran. */
+  setup_hash: string;
+  /** The sandbox image the snapshot was made from. */
+  base_image: string;
+  /** The engine's id of the committed image. */
+  image: string;
+  /** What the snapshot adds to its base image. */
+  bytes: ColumnType<number, number, number>;
+  created_at: Timestamp;
+  last_used_at: Timestamp;
+}
+
 export interface Database {
   users: UsersTable;
   api_keys: ApiKeysTable;
@@ -277,4 +299,5 @@ export interface Database {
   webhook_delivery_attempts: WebhookDeliveryAttemptsTable;
   git_providers: GitProvidersTable;
   pull_requests: PullRequestsTable;
+  repo_snapshots: RepoSnapshotsTable;
 }

@@ -10,6 +10,7 @@ import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
+import { planSnapshot, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
 import { runSetupScript } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
@@ -73,17 +74,26 @@ export const conversationStartProcessor =
       return withSpan(`stage ${status}`, { "tern.task_id": task.id, "tern.stage": status, attempt }, run);
     };
 
+    let snapshot: SnapshotPlan | null = null;
     try {
       // Before any stage is entered: the status the task was left in by the attempt before this one.
       const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
-      const sandbox = await stage("WAITING_FOR_SANDBOX", () => acquireSandbox(ctx, freshName));
-      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox));
-      await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace));
+      const sandbox = await stage("WAITING_FOR_SANDBOX", async () => {
+        // A start taken over or retried never begins from a snapshot: its own sandbox may exist already.
+        const plan = task.status === "WORKING" || freshName ? await planSnapshot(ctx) : null;
+        snapshot = plan;
+        return acquireSandbox(ctx, freshName, plan?.hit?.image);
+      });
+      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox, snapshot));
+      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace));
+      // Beside the stages after it; awaited before READY (the agent never runs before it is taken).
+      const snapshotting = snapshot && setup.ran ? takeSnapshot(ctx, snapshot, sandbox, workspace) : null;
       const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
       const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace));
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
+      await snapshotting;
       const last = current as { stage: StartTaskStatus; started: number } | null;
       const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;
       // READY and the delivery of the messages queued for the task commit together: a sender sees
