@@ -58,6 +58,7 @@ const pushCommit = async (branch: string, files: Record<string, string>): Promis
 
 interface Started {
   taskId: string;
+  stageDurations: Record<string, number>;
   sandbox: string;
   /** The image the sandbox runs from (its id). */
   image: string;
@@ -76,6 +77,7 @@ const start = async (userId: string, extra: Partial<StartRequest> = {}): Promise
   expect(stamp.exitCode).toBe(0);
   return {
     taskId: task.id,
+    stageDurations: task.stageDurations,
     sandbox,
     image: await docker("inspect", "--format", "{{.Image}}", sandbox),
     stamp: stamp.output.trim(),
@@ -119,6 +121,10 @@ describe("repository snapshots", () => {
     expect(second.image).toBe(snap!.image);
     expect(second.stamp).toBe(first.stamp);
     expect(second.setupOutput).toBeNull();
+    // Each stage's database and engine time is kept beside its duration: the create is the engine's.
+    expect(second.stageDurations["engine:WAITING_FOR_SANDBOX"]).toBeGreaterThan(0);
+    expect(second.stageDurations["db:STARTING_CONVERSATION"]).toBeGreaterThan(0);
+    expect(second.stageDurations["engine:RUNNING_SETUP_SCRIPT"]).toBe(0);
     // The repository is as cloned, with its identity, and the hook stage ran again.
     const git = await h.execIn(second.sandbox, "cd /workspace/snap && git log --format=%H -1 && git config user.name");
     expect(git.output).toBe(`${snap!.commit}\nopenhands\n`);

@@ -268,6 +268,9 @@ interface RepoSnapshotsTable {
   commit: string;
   /** sha256 of `.openhands/setup.sh` as it ran. */
   setup_hash: string;
+  /** Whether the tree has `.openhands/pre-commit.sh`, and skills: a start from it runs those stages only then. */
+  has_pre_commit: Generated<boolean>;
+  has_skills: Generated<boolean>;
   /** The sandbox image the snapshot was made from. */
   base_image: string;
   /** The engine's id of the committed image. */

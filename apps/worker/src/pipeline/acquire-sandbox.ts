@@ -74,7 +74,11 @@ export const acquireSandbox = async (
     const info = await deps.sandboxes.create(spec);
     ref = info.ref;
   }
-  await sandboxes.update(row.id, { status: "RUNNING", ref });
-  if (!(await startTasksRepository(deps.db).setSandbox(task.id, ctx.attempt, row.id))) throw new LostOwnership(task.id);
+  // Two round trips at once: neither waits on the other.
+  const [, owned] = await Promise.all([
+    sandboxes.update(row.id, { status: "RUNNING", ref }),
+    startTasksRepository(deps.db).setSandbox(task.id, ctx.attempt, row.id),
+  ]);
+  if (!owned) throw new LostOwnership(task.id);
   return { sandboxId: row.id, ref, name: row.name, emptyWorkspaceReady };
 };

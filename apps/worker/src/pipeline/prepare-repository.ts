@@ -76,9 +76,16 @@ export const prepareRepository = async (
   }
   const dir = `${WORKSPACE_ROOT}/${spec.name}`;
   if (snapshot?.hit) {
-    // Cloned, identified and set up when the snapshot was taken: no exec here. The hook and skill
-    // stages look for themselves (the flags are left unset).
-    return { dir, repository: spec, commit: snapshot.hit.commit, fromSnapshot: true };
+    // Cloned, identified and set up when the snapshot was taken: no exec here, and the hook and
+    // skill stages run only when that tree has what they install or read.
+    return {
+      dir,
+      repository: spec,
+      commit: snapshot.hit.commit,
+      fromSnapshot: true,
+      hasPreCommitScript: snapshot.hit.hasPreCommit,
+      hasSkills: snapshot.hit.hasSkills,
+    };
   }
   // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
   // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).

@@ -18,7 +18,7 @@ const LS_REMOTE_TIMEOUT_MS = 30_000;
 
 /** What a start with a repository knows of snapshots before its sandbox exists. */
 export interface SnapshotPlan {
-  /** The key a snapshot made by this start is recorded under (its commit: what the clone checked out). */
+  /** The key a snapshot made by this start is recorded under (its commit: what the clone checked out; "" until known). */
   key: RepoSnapshotKey;
   /** The snapshot this start begins from; null: clone and run the setup script. */
   hit: RepoSnapshot | null;
@@ -60,22 +60,27 @@ export const planSnapshot = async (ctx: StartContext): Promise<SnapshotPlan | nu
   if (!spec) return null;
   const access = await resolveGitAccess(deps, task.userId, spec.provider, spec.fullName);
   const started = Date.now();
-  const commit = await lsRemote(access, spec.branch).catch(() => null);
-  if (!commit) return null;
   const key: RepoSnapshotKey = {
     userId: task.userId,
     engineId: deps.engineId,
     provider: spec.provider,
     repository: spec.fullName,
     branch: spec.branch ?? "",
-    commit,
+    // Known once the host said (below), or once the clone checked it out.
+    commit: "",
     baseImage: deps.config.SANDBOX_IMAGE,
   };
   const fresh = (task.request as { fresh?: boolean | null }).fresh === true;
-  const hit = fresh ? null : await repoSnapshotsRepository(deps.db).take(key);
+  const snapshots = repoSnapshotsRepository(deps.db);
+  // The host is asked only when a snapshot could serve: a first start pays no ls-remote.
+  if (fresh || !(await snapshots.anyFor(key))) return { key, hit: null, access };
+  const commit = await lsRemote(access, spec.branch).catch(() => null);
+  if (!commit) return { key, hit: null, access };
+  key.commit = commit;
+  const hit = await snapshots.take(key);
   ctx.log.info(
-    { repository: spec.fullName, commit, snapshot: hit?.id ?? null, fresh, ms: Date.now() - started },
-    hit ? "starting from a snapshot" : "no snapshot to start from",
+    { repository: spec.fullName, commit, snapshot: hit?.id ?? null, ms: Date.now() - started },
+    hit ? "starting from a snapshot" : "no snapshot of this commit",
   );
   return { key, hit, access };
 };
@@ -95,7 +100,15 @@ export const takeSnapshot = async (
   if (!snapshotsEnabled(deps) || !workspace.setupHash) return;
   const started = Date.now();
   // The commit the clone checked out: a push between ls-remote and the clone keys it right.
-  const key = { ...plan.key, commit: workspace.commit ?? plan.key.commit, setupHash: workspace.setupHash };
+  const commit = workspace.commit ?? plan.key.commit;
+  if (!commit) return;
+  const key = {
+    ...plan.key,
+    commit,
+    setupHash: workspace.setupHash,
+    hasPreCommit: workspace.hasPreCommitScript !== false,
+    hasSkills: workspace.hasSkills !== false,
+  };
   const snapshots = repoSnapshotsRepository(deps.db);
   try {
     const { id, replaced } = await snapshots.begin(key);

@@ -17,6 +17,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       branch text not null,
       commit text not null,
       setup_hash text not null,
+      has_pre_commit boolean not null default false,
+      has_skills boolean not null default false,
       base_image text not null,
       image text not null,
       bytes bigint not null,

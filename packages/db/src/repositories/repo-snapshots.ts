@@ -17,6 +17,8 @@ export interface RepoSnapshotKey {
 export interface RepoSnapshot extends RepoSnapshotKey {
   id: string;
   setupHash: string;
+  hasPreCommit: boolean;
+  hasSkills: boolean;
   image: string;
   bytes: number;
   lastUsedAt: string;
@@ -40,6 +42,8 @@ type Row = {
   branch: string;
   commit: string;
   setup_hash: string;
+  has_pre_commit: boolean;
+  has_skills: boolean;
   base_image: string;
   image: string;
   bytes: number;
@@ -55,6 +59,8 @@ const toSnapshot = (r: Row): RepoSnapshot => ({
   branch: r.branch,
   commit: r.commit,
   setupHash: r.setup_hash,
+  hasPreCommit: r.has_pre_commit,
+  hasSkills: r.has_skills,
   baseImage: r.base_image,
   image: r.image,
   bytes: Number(r.bytes),
@@ -62,6 +68,26 @@ const toSnapshot = (r: Row): RepoSnapshot => ({
 });
 
 export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
+  /**
+   * Whether the user has any snapshot of this repository and branch from this base image on this
+   * engine, whatever its commit: when not, a start need not ask the git host for the commit at all.
+   */
+  async anyFor(key: Omit<RepoSnapshotKey, "commit">): Promise<boolean> {
+    const row = await db
+      .selectFrom("repo_snapshots")
+      .select("id")
+      .where("user_id", "=", key.userId)
+      .where("engine_id", "=", key.engineId)
+      .where("provider", "=", key.provider)
+      .where("repository", "=", key.repository)
+      .where("branch", "=", key.branch)
+      .where("base_image", "=", key.baseImage)
+      .where("image", "<>", "")
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  },
+
   /** The user's snapshot for exactly this key, marked used now; null when there is none. */
   async take(key: RepoSnapshotKey): Promise<RepoSnapshot | null> {
     const row = await db
@@ -94,7 +120,9 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
    * the image is made already owned: an image of ours without its row is the janitor's to remove.
    * A snapshot of the same key is replaced; its image is returned in `replaced`, the caller's to remove.
    */
-  async begin(key: RepoSnapshotKey & { setupHash: string }): Promise<{ id: string; replaced: string[] }> {
+  async begin(
+    key: RepoSnapshotKey & { setupHash: string; hasPreCommit: boolean; hasSkills: boolean },
+  ): Promise<{ id: string; replaced: string[] }> {
     const id = newId();
     return db.transaction().execute(async (trx) => {
       const old = await trx
@@ -120,6 +148,8 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
           branch: key.branch,
           commit: key.commit,
           setup_hash: key.setupHash,
+          has_pre_commit: key.hasPreCommit,
+          has_skills: key.hasSkills,
           base_image: key.baseImage,
           image: "",
           bytes: 0,
