@@ -8,7 +8,7 @@ import type { AcquiredSandbox, StartContext, Workspace } from "./context.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
 
 /** Labels of a snapshot image: ours, this deployment's, and the row that owns it. */
-export const SnapshotLabel = {
+const SnapshotLabel = {
   Marker: "tern.snapshot",
   SnapshotId: "tern.snapshot_id",
   UserId: "tern.user_id",
@@ -26,7 +26,7 @@ export interface SnapshotPlan {
   access: ResolvedAccess;
 }
 
-export const snapshotsEnabled = (deps: WorkerDeps): deps is WorkerDeps & { engineId: string } =>
+const snapshotsEnabled = (deps: WorkerDeps): deps is WorkerDeps & { engineId: string } =>
   deps.config.REPO_SNAPSHOTS &&
   deps.engineId !== null &&
   typeof deps.sandboxes.commit === "function" &&
@@ -138,7 +138,7 @@ export const takeSnapshot = async (
 };
 
 /** The snapshots past the user's and the engine's bounds go, least recently used first. */
-export const evictSnapshots = async (deps: WorkerDeps & { engineId: string }, userId: string): Promise<string[]> => {
+const evictSnapshots = async (deps: WorkerDeps & { engineId: string }, userId: string): Promise<string[]> => {
   const { config } = deps;
   const gone = await repoSnapshotsRepository(deps.db).evictBeyond(userId, deps.engineId, {
     perUserCount: config.REPO_SNAPSHOTS_MAX_PER_USER,

@@ -15,7 +15,7 @@ import type { WorkerDeps } from "../deps.ts";
  * engine (each driver call). What is neither is the worker's own (git on the worker, CPU). Kept
  * beside the stages' durations as `db:STAGE` and `engine:STAGE`, so the bench shows the gap.
  */
-export interface StageClock {
+interface StageClock {
   /** The stage time is counted to now: set before the stage's own entry is written. */
   stage: string;
   db: Record<string, number>;
