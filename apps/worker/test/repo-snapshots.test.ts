@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { StartRequest } from "@tern/core";
-import { repoSnapshotsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
+import { conversationsRepository, repoSnapshotsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
 import { SandboxLabel } from "@tern/sandbox";
 import { type ServiceProcess, testSandboxDriver, waitFor } from "@tern/testing";
 import { sql } from "kysely";
@@ -92,7 +92,19 @@ beforeAll(async () => {
   await h.git.createFixtureRepo(
     REPO,
     { ".openhands/setup.sh": setupScript("v1"), "src/app.js": "1\n" },
-    { branches: { b1: {}, b2: {}, b3: {}, b4: {}, bump: {} } },
+    {
+      branches: {
+        b1: {},
+        b2: {},
+        b3: {},
+        b4: {},
+        bump: {},
+        tools: {
+          ".openhands/pre-commit.sh": "#!/bin/bash\necho hook-ran > .hook-ran\n",
+          ".openhands/skills/deploy.md": "---\nname: deployer\ntriggers:\n  - deploy\n---\nRun make deploy.\n",
+        },
+      },
+    },
   );
   await driver.prepare();
   worker = await h.startWorker({ REPO_SNAPSHOTS_MAX_PER_USER: "3", JANITOR_INTERVAL_MS: "500" });
@@ -132,6 +144,23 @@ describe("repository snapshots", () => {
     const info = await driver.inspect(second.sandbox);
     expect(info?.labels[SandboxLabel.TaskId]).toBe(second.taskId);
     expect(info?.labels[SandboxLabel.Pool] ?? "").toBe("");
+  });
+
+  it("a start from a snapshot still installs the repository's hook and reads its skills", async () => {
+    const { userId } = await h.newUser();
+    const first = await start(userId, { selected_branch: "tools" });
+    const second = await start(userId, { selected_branch: "tools" });
+    expect(second.stamp).toBe(first.stamp);
+    expect(second.stageDurations["engine:SETTING_UP_GIT_HOOKS"]).toBeGreaterThan(0);
+    expect(second.stageDurations["engine:SETTING_UP_SKILLS"]).toBeGreaterThan(0);
+    const hook = await h.execIn(
+      second.sandbox,
+      "grep -c 'tern: chained pre-commit hook' /workspace/snap/.git/hooks/pre-commit",
+    );
+    expect(hook.output).toBe("1\n");
+    const task = await startTasksRepository(h.database.db).get(second.taskId);
+    const conversation = await conversationsRepository(h.database.db).get(task!.appConversationId!);
+    expect(JSON.stringify(conversation)).toContain("pre-commit");
   });
 
   it("never serves another user: each user's start clones and gets a snapshot of its own", async () => {
