@@ -56,9 +56,17 @@ const lsRemote = async (access: ResolvedAccess, branch: string | null): Promise<
 export const planSnapshot = async (ctx: StartContext): Promise<SnapshotPlan | null> => {
   const { deps, task } = ctx;
   if (!snapshotsEnabled(deps)) return null;
-  const spec = repositorySpecOf(task.request);
+  // A request or an access the clone would refuse: null here, so PREPARING_REPOSITORY says why, as always.
+  const spec = (() => {
+    try {
+      return repositorySpecOf(task.request);
+    } catch {
+      return null;
+    }
+  })();
   if (!spec) return null;
-  const access = await resolveGitAccess(deps, task.userId, spec.provider, spec.fullName);
+  const access = await resolveGitAccess(deps, task.userId, spec.provider, spec.fullName).catch(() => null);
+  if (!access) return null;
   const started = Date.now();
   const key: RepoSnapshotKey = {
     userId: task.userId,
