@@ -124,6 +124,8 @@ export const startDeployment = async (opts: {
   return {
     api,
     workers,
+    /** The deployment's Redis prefix, also its sandboxes' (and snapshot images') namespace label. */
+    prefix: opts.prefix,
     /** One start, followed to READY. */
     async startOne(body: StartRequest): Promise<StartOutcome> {
       const p = await post(body);

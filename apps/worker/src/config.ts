@@ -88,6 +88,18 @@ const workerConfigSchema = z.object({
   GIT_ALLOW_PRIVATE_HOSTS: flag.default(false),
   /** Largest repository tree (bytes, as a tar) a clone may hand to its sandbox. */
   GIT_CLONE_MAX_MB: z.coerce.number().int().min(1).max(1_048_576).default(4096),
+  /**
+   * Repository snapshots (issue 23 §2): after a start's setup script succeeds, its sandbox is kept as
+   * an image, and the same user's next start of the same repository, branch, commit, setup script
+   * and sandbox image begins from it (no clone, no setup script). Off: every start clones.
+   */
+  REPO_SNAPSHOTS: flag.default(true),
+  /** Snapshots kept per user on one engine, and their disk (MiB); past either, the least recently used go. */
+  REPO_SNAPSHOTS_MAX_PER_USER: z.coerce.number().int().min(1).max(10_000).default(5),
+  REPO_SNAPSHOTS_MAX_MB_PER_USER: z.coerce.number().int().min(1).max(10_485_760).default(20_480),
+  /** The same bounds over all users of one engine. */
+  REPO_SNAPSHOTS_MAX_PER_ENGINE: z.coerce.number().int().min(1).max(100_000).default(100),
+  REPO_SNAPSHOTS_MAX_MB_PER_ENGINE: z.coerce.number().int().min(1).max(104_857_600).default(102_400),
   /** How long a job's lock lasts without renewal: a dead worker's job is taken over after about this long. */
   WORKER_LOCK_DURATION_MS: ms.default(30_000),
   /** How often each worker looks for jobs whose lock expired (stalled). */

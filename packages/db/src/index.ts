@@ -13,6 +13,7 @@ export * from "./repositories/events.ts";
 export * from "./repositories/events-search.ts";
 export * from "./repositories/git-providers.ts";
 export * from "./repositories/pending-messages.ts";
+export * from "./repositories/repo-snapshots.ts";
 export * from "./repositories/sandbox-specs.ts";
 export * from "./repositories/sandboxes.ts";
 export * from "./repositories/start-task-secrets.ts";

@@ -290,6 +290,31 @@ export interface AgentRunOutboxTable {
   created_at: Timestamp;
 }
 
+/** A sandbox committed as an image after its setup script (migration 0320); per user and engine. */
+interface RepoSnapshotsTable {
+  id: string;
+  user_id: string;
+  engine_id: string;
+  provider: string;
+  repository: string;
+  /** The branch asked for; "" for the repository's default branch. */
+  branch: string;
+  commit: string;
+  /** sha256 of `.openhands/setup.sh` as it ran. */
+  setup_hash: string;
+  /** Whether the tree has `.openhands/pre-commit.sh`, and skills: a start from it runs those stages only then. */
+  has_pre_commit: Generated<boolean>;
+  has_skills: Generated<boolean>;
+  /** The sandbox image the snapshot was made from. */
+  base_image: string;
+  /** The engine's id of the committed image. */
+  image: string;
+  /** What the snapshot adds to its base image. */
+  bytes: ColumnType<number, number, number>;
+  created_at: Timestamp;
+  last_used_at: Timestamp;
+}
+
 export interface Database {
   users: UsersTable;
   api_keys: ApiKeysTable;
@@ -315,6 +340,7 @@ export interface Database {
   agent_server_conversation_secrets: AgentServerConversationSecretsTable;
   warm_sandboxes: WarmSandboxesTable;
   agent_run_outbox: AgentRunOutboxTable;
+  repo_snapshots: RepoSnapshotsTable;
 }
 
 /** A conversation started on a sandbox's agent-server API: the agent its client named (migration 0210). */

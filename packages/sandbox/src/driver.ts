@@ -231,6 +231,21 @@ export interface FileToUpload {
   mode?: number;
 }
 
+/** An image `commit` made (a repository snapshot), as `listImages` finds it. */
+export interface SandboxImage {
+  /** The backend's id of the image: what `create` takes as a spec's `image`, and `removeImage` removes. */
+  image: string;
+  labels: Record<string, string>;
+  createdAt: string;
+}
+
+export interface CommitOptions {
+  /** The image the sandbox was created from: the snapshot keeps its environment and nothing else. */
+  baseImage: string;
+  /** The image's own labels. The sandbox's labels are not kept (each is blanked). */
+  labels: Record<string, string>;
+}
+
 export interface SandboxDriver {
   /**
    * Reaches the backend and sets up what every sandbox shares (Docker: the engine answers, and the
@@ -275,6 +290,18 @@ export interface SandboxDriver {
   writtenBytes?(sandbox: SandboxRef): Promise<number | null>;
   /** Stops what `prepare` left running (the egress names' refresh). */
   close?(): Promise<void>;
+  /**
+   * Saves the sandbox's filesystem as an image, without pausing it (the caller runs nothing in it
+   * meanwhile). The image's environment is the base image's, and a sandbox given environment of its
+   * own at create is refused (a backend may keep the sandbox's config beside the image's): values
+   * commands got per exec (secrets) never enter an image. Returns the image and the bytes it adds
+   * to its base. Drivers that cannot leave it out (no snapshots).
+   */
+  commit?(sandbox: SandboxRef, opts: CommitOptions): Promise<{ image: string; bytes: number }>;
+  /** Every image `commit` made carrying all of `labels`. */
+  listImages?(labels: Record<string, string>): Promise<SandboxImage[]>;
+  /** Removes an image; a missing one, or one a sandbox still runs from, is left (no error). */
+  removeImage?(image: string): Promise<void>;
 }
 
 /** A warm pool of started sandboxes, claimed atomically by start jobs. */

@@ -43,5 +43,8 @@ export const removeSandboxesOfNamespace = async (
 ): Promise<number> => {
   const found = await sandboxesOfNamespace(namespace, driver);
   await Promise.all(found.map((c) => driver.destroy(c.ref).catch(() => undefined)));
+  // The repository snapshots its starts took (images labelled with the namespace), once no sandbox runs from them.
+  const images = (await driver.listImages?.({ [SandboxLabel.Namespace]: namespace }).catch(() => [])) ?? [];
+  await Promise.all(images.map((i) => driver.removeImage?.(i.image).catch(() => undefined)));
   return found.length;
 };

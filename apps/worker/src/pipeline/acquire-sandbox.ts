@@ -15,9 +15,12 @@ export const acquireSandbox = async (
   ctx: StartContext,
   /** A fresh sandbox's own name (startOverIfRepositoryCodeRan); otherwise the task's. */
   name: string = sandboxNameForTask(ctx.task.id),
+  /** A repository snapshot's image (repo-snapshot.ts): never a warm sandbox then. */
+  snapshotImage?: string,
 ): Promise<AcquiredSandbox> => {
   const { deps, task } = ctx;
   const { config } = deps;
+  const image = snapshotImage ?? config.SANDBOX_IMAGE;
   const sandboxes = sandboxesRepository(deps.db);
 
   const found = await sandboxes.findByTask(task.id);
@@ -34,7 +37,7 @@ export const acquireSandbox = async (
   }
   let ref: SandboxRef | null = null;
   let emptyWorkspaceReady = false;
-  if (!row && deps.pool) {
+  if (!row && deps.pool && !snapshotImage) {
     // The pool's onClaim records the sandboxes row (this id, this task) before the claim returns.
     const sandboxId = newId();
     const warm = await deps.pool.claim({ taskId: task.id, sandboxId });
@@ -49,7 +52,7 @@ export const acquireSandbox = async (
   }
   row ??= await sandboxes.upsert({
     name,
-    image: config.SANDBOX_IMAGE,
+    image,
     startTaskId: task.id,
     status: "STARTING",
     engineId: deps.engineId,
@@ -57,7 +60,7 @@ export const acquireSandbox = async (
   if (!ref) {
     const spec: SandboxSpec = {
       name: row.name,
-      image: config.SANDBOX_IMAGE,
+      image,
       labels: {
         [SandboxLabel.Marker]: "1",
         [SandboxLabel.Namespace]: config.REDIS_PREFIX,
@@ -71,7 +74,11 @@ export const acquireSandbox = async (
     const info = await deps.sandboxes.create(spec);
     ref = info.ref;
   }
-  await sandboxes.update(row.id, { status: "RUNNING", ref });
-  if (!(await startTasksRepository(deps.db).setSandbox(task.id, ctx.attempt, row.id))) throw new LostOwnership(task.id);
+  // Two round trips at once: neither waits on the other.
+  const [, owned] = await Promise.all([
+    sandboxes.update(row.id, { status: "RUNNING", ref }),
+    startTasksRepository(deps.db).setSandbox(task.id, ctx.attempt, row.id),
+  ]);
+  if (!owned) throw new LostOwnership(task.id);
   return { sandboxId: row.id, ref, name: row.name, emptyWorkspaceReady };
 };

@@ -31,6 +31,12 @@ export interface Workspace {
   hasPreCommitScript?: boolean;
   /** Whether any skill file exists, when PREPARING_REPOSITORY's exec looked (else look). */
   hasSkills?: boolean;
+  /** The commit the clone checked out (a start from a snapshot: the snapshot's). */
+  commit?: string;
+  /** Git's hash of `.openhands/setup.sh` as cloned, when there is one: part of a snapshot's key. */
+  setupHash?: string;
+  /** Made from a repository snapshot: cloned and set up already. */
+  fromSnapshot?: boolean;
 }
 
 /** Fixed per task, so a second attempt finds (adopts) the sandbox of the first. */

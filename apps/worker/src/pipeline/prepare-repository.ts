@@ -2,6 +2,7 @@ import type { ExecOptions } from "@tern/sandbox";
 import { cloneIntoSandbox } from "../git/clone.ts";
 import { resolveGitAccess } from "../git/git-access.ts";
 import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
+import type { SnapshotPlan } from "./repo-snapshot.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
 import { hasSkillSourcesScript } from "./skills.ts";
@@ -40,6 +41,7 @@ export const emptyWorkspaceWarmUp = (): ExecOptions => ({
 
 const HAS_PRE_COMMIT = "tern: the repository has a pre-commit script";
 const HAS_SKILLS = "tern: the repository has skills";
+const SETUP_HASH = "tern: setup script ";
 
 /**
  * The tree in place, the identity, and whether there is a pre-commit script or skills to read, in one
@@ -52,11 +54,17 @@ ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
 cd "$1" || exit 1
 if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
+if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; fi
 ${hasSkillSourcesScript(HAS_SKILLS)}
 exit 0`;
 
 /** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */
-export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSandbox): Promise<Workspace> => {
+export const prepareRepository = async (
+  ctx: StartContext,
+  sandbox: AcquiredSandbox,
+  /** What planSnapshot found: a start from a snapshot has its tree in place already. */
+  snapshot: SnapshotPlan | null = null,
+): Promise<Workspace> => {
   const { deps } = ctx;
   // Validated again here, whatever the API accepted: the worker may be fed by other producers.
   const spec = repositorySpecOf(ctx.task.request);
@@ -67,9 +75,21 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
     return { dir: EMPTY_WORKSPACE, repository: null };
   }
   const dir = `${WORKSPACE_ROOT}/${spec.name}`;
+  if (snapshot?.hit) {
+    // Cloned, identified and set up when the snapshot was taken: no exec here, and the hook and
+    // skill stages run only when that tree has what they install or read.
+    return {
+      dir,
+      repository: spec,
+      commit: snapshot.hit.commit,
+      fromSnapshot: true,
+      hasPreCommitScript: snapshot.hit.hasPreCommit,
+      hasSkills: snapshot.hit.hasSkills,
+    };
+  }
   // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
   // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).
-  const access = await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName);
+  const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
   const started = Date.now();
   const tree = await cloneIntoSandbox(
     deps.sandboxes,
@@ -98,5 +118,13 @@ export const prepareRepository = async (ctx: StartContext, sandbox: AcquiredSand
     repository: spec,
     hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT),
     hasSkills: r.stdout.includes(HAS_SKILLS),
+    commit: tree.commit,
+    ...setupHashOf(r.stdout),
   };
+};
+
+const setupHashOf = (stdout: string): { setupHash?: string } => {
+  const line = stdout.split("\n").find((l) => l.startsWith(SETUP_HASH));
+  const hash = line?.slice(SETUP_HASH.length).trim();
+  return hash && /^[0-9a-f]{40,64}$/.test(hash) ? { setupHash: hash } : {};
 };

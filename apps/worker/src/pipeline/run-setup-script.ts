@@ -82,6 +82,8 @@ export const runSetupScript = async (
   const { deps } = ctx;
   // An empty workspace made by PREPARING_REPOSITORY has no script: no exec to find that out.
   if (!workspace.repository) return { ran: false, output: "" };
+  // A sandbox from a snapshot: its script ran, and succeeded, before the snapshot was taken.
+  if (workspace.fromSnapshot) return { ran: false, output: "" };
 
   const limitSeconds = deps.config.SETUP_SCRIPT_TIMEOUT;
   const r = await deps.sandboxes.exec(sandbox.ref, {

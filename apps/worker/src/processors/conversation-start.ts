@@ -1,5 +1,5 @@
 import { isPermanentFault, isTerminalStartTaskStatus, metrics, type StartTaskStatus, withSpan } from "@tern/core";
-import { startTasksRepository } from "@tern/db";
+import { type FinishedStage, startTasksRepository } from "@tern/db";
 import type { JobPayload } from "@tern/queue";
 import { deliverPendingMessages, runForDeliveredMessages } from "@tern/services";
 import { type Job, UnrecoverableError } from "bullmq";
@@ -10,9 +10,11 @@ import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
+import { planSnapshot, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
 import { runSetupScript } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
+import { newStageClock, timedDeps, timingsOf } from "../pipeline/stage-timing.ts";
 import type { JobProcessor } from "./types.ts";
 
 /**
@@ -53,7 +55,6 @@ const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: numbe
 export const conversationStartProcessor =
   (deps: WorkerDeps): JobProcessor<"conversation.start"> =>
   async (job) => {
-    const tasks = startTasksRepository(deps.db);
     const attempt = attemptOf(job);
     const log = deps.logger.child({ task_id: job.data.taskId, attempt });
     const task = await claimWhenVisible(deps, job.data.taskId, attempt);
@@ -61,31 +62,96 @@ export const conversationStartProcessor =
       log.info("start task already finished or owned by a newer attempt; nothing to do");
       return;
     }
-    const ctx: StartContext = { deps, task, attempt, log };
+    // Every database and engine call of this start is counted to the stage it ran in.
+    const clock = newStageClock();
+    const ctx: StartContext = { deps: timedDeps(deps, clock), task, attempt, log };
+    const tasks = startTasksRepository(ctx.deps.db);
 
     let current: { stage: StartTaskStatus; started: number } | null = null;
-    const stage = async <T>(status: StartTaskStatus, run: () => Promise<T>): Promise<T> => {
-      const finished = current ? { stage: current.stage, ms: Date.now() - current.started } : undefined;
-      if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
+    /** Stages that ended unwritten (nothing to do in them): their durations ride on the next write. */
+    let unwritten: Record<string, number> = {};
+    const finish = (): FinishedStage | undefined => {
+      if (!current) return undefined;
+      const ms = Date.now() - current.started;
+      metrics.startStageDuration.observe({ stage: current.stage }, ms / 1000);
+      const timings = { ...unwritten, ...timingsOf(clock, current.stage) };
+      unwritten = {};
+      return { stage: current.stage, ms, timings };
+    };
+    /**
+     * `overlap`: the stage's work begins while its entry is written (the engine's create does not wait
+     * for a commit); a refused entry still stops the attempt, and `fence` undoes what the work made.
+     * `skipWrite`: a stage known to do nothing here is not written on its own; the next write carries it.
+     */
+    const stage = async <T>(
+      status: StartTaskStatus,
+      run: () => Promise<T>,
+      opts: { overlap?: (made: T) => Promise<void>; skipWrite?: boolean } = {},
+    ): Promise<T> => {
+      const finished = finish();
+      clock.stage = status;
+      const traced = () => withSpan(`stage ${status}`, { "tern.task_id": task.id, "tern.stage": status, attempt }, run);
+      if (opts.skipWrite) {
+        if (finished) unwritten = { ...finished.timings, [finished.stage]: finished.ms };
+        current = { stage: status, started: Date.now() };
+        return traced();
+      }
+      if (opts.overlap) {
+        current = { stage: status, started: Date.now() };
+        const entering = tasks.enterStage(task.id, attempt, status, finished);
+        const working = traced();
+        const [entered, made] = await Promise.allSettled([entering, working]);
+        if (entered.status === "rejected") {
+          if (made.status === "fulfilled") await opts.overlap(made.value).catch(() => undefined);
+          throw entered.reason;
+        }
+        if (!entered.value) {
+          if (made.status === "fulfilled") await opts.overlap(made.value).catch(() => undefined);
+          throw new LostOwnership(task.id);
+        }
+        if (made.status === "rejected") throw made.reason;
+        log.debug({ stage: status }, "stage begins");
+        return made.value;
+      }
       if (!(await tasks.enterStage(task.id, attempt, status, finished))) throw new LostOwnership(task.id);
       current = { stage: status, started: Date.now() };
       log.debug({ stage: status }, "stage begins");
-      return withSpan(`stage ${status}`, { "tern.task_id": task.id, "tern.stage": status, attempt }, run);
+      return traced();
     };
 
+    let snapshot: SnapshotPlan | null = null;
     try {
       // Before any stage is entered: the status the task was left in by the attempt before this one.
       const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
-      const sandbox = await stage("WAITING_FOR_SANDBOX", () => acquireSandbox(ctx, freshName));
-      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox));
-      await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace));
-      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
-      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace));
+      const sandbox = await stage(
+        "WAITING_FOR_SANDBOX",
+        async () => {
+          // A start taken over or retried never begins from a snapshot: its own sandbox may exist already.
+          const plan = task.status === "WORKING" || freshName ? await planSnapshot(ctx) : null;
+          snapshot = plan;
+          return acquireSandbox(ctx, freshName, plan?.hit?.image);
+        },
+        {
+          // The fence: a sandbox of this attempt's own name (a fresh one) goes with the attempt; the
+          // task's own name is the next attempt's to adopt.
+          overlap: async (made) => {
+            if (freshName && made.name === freshName) await deps.sandboxes.destroy(made.ref);
+          },
+        },
+      );
+      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox, snapshot));
+      // Without a repository the next three stages have nothing to do: written with the one after them.
+      const idle = { skipWrite: !workspace.repository };
+      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), idle);
+      // Beside the stages after it; awaited before READY (the agent never runs before it is taken).
+      const snapshotting = snapshot && setup.ran ? takeSnapshot(ctx, snapshot, sandbox, workspace) : null;
+      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), idle);
+      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), idle);
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
-      const last = current as { stage: StartTaskStatus; started: number } | null;
-      const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;
+      await snapshotting;
+      const finished = finish();
       // READY and the delivery of the messages queued for the task commit together: a sender sees
       // one or the other (queuePendingMessage takes the same row lock).
       const delivered = await deps.db.transaction().execute(async (trx) => {
@@ -93,7 +159,6 @@ export const conversationStartProcessor =
         return deliverPendingMessages(trx, task.id, conversation.id);
       });
       if (delivered === null) throw new LostOwnership(task.id);
-      if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
       metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
       metrics.timeToReady.observe((Date.now() - Date.parse(task.createdAt)) / 1000);
       if (delivered > 0) {

@@ -14,6 +14,7 @@ import { pauseIdleSandboxes, removeAgedSandboxes } from "../agent/sandbox-idlene
 import type { WorkerDeps } from "../deps.ts";
 import { isLivenessSettled, isWorkerAlive, redisKeptSince } from "../liveness.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
+import { removeOrphanSnapshots } from "../pipeline/repo-snapshot.ts";
 import { finishFailedStart } from "./conversation-start.ts";
 
 /**
@@ -32,6 +33,8 @@ export interface JanitorReport {
   agedSandboxes: string[];
   /** Sandboxes marked MISSING because their engine had no worker for ENGINE_LOST_AFTER. */
   lostSandboxes: string[];
+  /** Repository snapshot images no row owns any more (their user removed, evicted, never recorded). */
+  removedSnapshots: string[];
 }
 
 /** Why a sandbox should go, or null when something live owns it. */
@@ -184,7 +187,9 @@ export const runJanitor = async (deps: WorkerDeps): Promise<JanitorReport> => {
   const removedContainers = await removeOrphanContainers(deps);
   const agedSandboxes = await removeAgedSandboxes(deps, deps.config.SANDBOX_MAX_AGE);
   const pausedSandboxes = await pauseIdleSandboxes(deps, deps.config.SANDBOX_IDLE_PAUSE);
+  const removedSnapshots = await removeOrphanSnapshots(deps);
   return {
+    removedSnapshots,
     removedContainers,
     expiredTasks,
     requeuedTasks: requeued,

@@ -142,6 +142,15 @@ export const startRequestSchema = z
       description: "`plan`: the agent is told to plan and not change files (default `default`)",
     }),
     public: z.boolean().nullable().optional().meta({ description: "Stored and echoed" }),
+    fresh: z
+      .boolean()
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "tern: `true` clones and runs `.openhands/setup.sh` anew, never starting from a snapshot of an earlier start " +
+          "of the same repository and commit (the new sandbox then replaces that snapshot)",
+      }),
   })
   // The repository's form depends on the provider, so it is checked on the whole request.
   .superRefine((request, ctx) => {

@@ -48,9 +48,19 @@ export interface StartTaskFilter {
 export const startTaskSortKey = (t: StartTask, order: StartTaskSortOrder): string =>
   order.startsWith("UPDATED_AT") ? t.updatedAt : t.createdAt;
 
+/**
+ * A finished stage: its duration, and with it `timings`, other figures of that stage kept beside the
+ * stages' own keys (the worker's `db:STAGE` and `engine:STAGE` milliseconds, for the bench).
+ */
+export interface FinishedStage {
+  stage: string;
+  ms: number;
+  timings?: Record<string, number>;
+}
+
 /** Merges one finished stage's duration into stage_durations (nothing when none finished). */
-const addDuration = (finished?: { stage: string; ms: number }) =>
-  sql<string>`stage_durations || ${finished ? JSON.stringify({ [finished.stage]: finished.ms }) : "{}"}::jsonb`;
+const addDuration = (finished?: FinishedStage) =>
+  sql<string>`stage_durations || ${finished ? JSON.stringify({ ...finished.timings, [finished.stage]: finished.ms }) : "{}"}::jsonb`;
 
 export const startTasksRepository = (db: Kysely<Database>) => {
   /**
@@ -211,12 +221,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
      * Persists the stage that begins now, and how long the previous one took. Carries the attempt:
      * a write from an attempt that no longer owns the task changes nothing and returns false.
      */
-    enterStage(
-      id: string,
-      attempt: number,
-      status: StartTaskStatus,
-      finished?: { stage: string; ms: number },
-    ): Promise<boolean> {
+    enterStage(id: string, attempt: number, status: StartTaskStatus, finished?: FinishedStage): Promise<boolean> {
       return fencedUpdate(id, attempt, { status, stage_durations: addDuration(finished) });
     },
 
@@ -224,12 +229,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       return fencedUpdate(id, attempt, { sandbox_id: sandboxId });
     },
 
-    markReady(
-      id: string,
-      attempt: number,
-      conversationId: string,
-      finished?: { stage: string; ms: number },
-    ): Promise<boolean> {
+    markReady(id: string, attempt: number, conversationId: string, finished?: FinishedStage): Promise<boolean> {
       return fencedUpdate(id, attempt, {
         status: "READY",
         app_conversation_id: conversationId,

@@ -246,6 +246,50 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
     inspect,
     destroy,
 
+    async commit(ref, commitOpts) {
+      const container = await docker.getContainer(ref).inspect();
+      const base = await docker.getImage(commitOpts.baseImage).inspect();
+      const baseEnv = base.Config?.Env ?? [];
+      // The engine keeps the container's own config beside the image's (`ContainerConfig`, shown by
+      // inspect and history): a sandbox given any variable its image has not is never committed, so
+      // no value given at create (a secret) can end up in an image. Commands get theirs per exec.
+      const extra = (container.Config.Env ?? []).filter((e) => !baseEnv.includes(e));
+      if (extra.length > 0) {
+        throw new Error(
+          `sandbox ${ref} has environment of its own (${extra.map((e) => e.split("=", 1)[0]).join(", ")}): not committed`,
+        );
+      }
+      const env = baseEnv;
+      const labels: Record<string, string> = {};
+      for (const k of Object.keys(container.Config.Labels ?? {})) labels[k] = base.Config?.Labels?.[k] ?? "";
+      Object.assign(labels, commitOpts.labels);
+      const made = (await docker.getContainer(ref).commit({
+        _query: { container: container.Id, pause: false },
+        _body: { Env: env, Labels: labels },
+      })) as { Id: string };
+      const image = await docker.getImage(made.Id).inspect();
+      return { image: made.Id, bytes: Math.max(0, (image.Size ?? 0) - (base.Size ?? 0)) };
+    },
+
+    async listImages(labels) {
+      const filters = { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) };
+      const rows = await docker.listImages({ all: false, filters: JSON.stringify(filters) });
+      return rows.map((r) => ({
+        image: r.Id,
+        labels: r.Labels ?? {},
+        createdAt: new Date(r.Created * 1000).toISOString(),
+      }));
+    },
+
+    async removeImage(image) {
+      try {
+        await docker.getImage(image).remove({ force: false, noprune: false });
+      } catch (err) {
+        // 404: already gone; 409: a sandbox still runs from it (removed by a later sweep).
+        if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
+      }
+    },
+
     exec: (ref: string, execOpts: ExecOptions) => runExec(docker.getContainer(ref), execOpts),
     openProcess: (ref, opts) => openExecProcess(docker.getContainer(ref), opts),
 

@@ -1,0 +1,193 @@
+import { tmpdir } from "node:os";
+import { type RepoSnapshot, type RepoSnapshotKey, repoSnapshotsRepository } from "@tern/db";
+import { SandboxLabel } from "@tern/sandbox";
+import type { WorkerDeps } from "../deps.ts";
+import { type ResolvedAccess, resolveGitAccess } from "../git/git-access.ts";
+import { gitEnvFor, runGit } from "../git/run-git.ts";
+import type { AcquiredSandbox, StartContext, Workspace } from "./context.ts";
+import { repositorySpecOf } from "./repository-spec.ts";
+
+/** Labels of a snapshot image: ours, this deployment's, and the row that owns it. */
+const SnapshotLabel = {
+  Marker: "tern.snapshot",
+  SnapshotId: "tern.snapshot_id",
+  UserId: "tern.user_id",
+} as const;
+
+const LS_REMOTE_TIMEOUT_MS = 30_000;
+
+/** What a start with a repository knows of snapshots before its sandbox exists. */
+export interface SnapshotPlan {
+  /** The key a snapshot made by this start is recorded under (its commit: what the clone checked out; "" until known). */
+  key: RepoSnapshotKey;
+  /** The snapshot this start begins from; null: clone and run the setup script. */
+  hit: RepoSnapshot | null;
+  /** The git access ls-remote used: the clone uses it again. */
+  access: ResolvedAccess;
+}
+
+const snapshotsEnabled = (deps: WorkerDeps): deps is WorkerDeps & { engineId: string } =>
+  deps.config.REPO_SNAPSHOTS &&
+  deps.engineId !== null &&
+  typeof deps.sandboxes.commit === "function" &&
+  typeof deps.sandboxes.removeImage === "function";
+
+/** The commit a branch (or the default branch) is at, asked of the host as the clone asks: null when it cannot say. */
+const lsRemote = async (access: ResolvedAccess, branch: string | null): Promise<string | null> => {
+  const ref = branch ? `refs/heads/${branch}` : "HEAD";
+  const r = await runGit(["ls-remote", "--", access.url, ref], {
+    cwd: tmpdir(),
+    env: gitEnvFor(access, tmpdir()),
+    timeoutMs: LS_REMOTE_TIMEOUT_MS,
+    secrets: [access.token],
+  });
+  if (r.code !== 0 || r.timedOut) return null;
+  const line = r.stdout.split("\n").find((l) => l.endsWith(`\t${ref}`));
+  const commit = line?.split("\t")[0] ?? "";
+  return /^[0-9a-f]{40,64}$/.test(commit) ? commit : null;
+};
+
+/**
+ * Before the sandbox: whether this start may begin from a snapshot of the same user's. The commit is
+ * the host's now (git ls-remote on the worker, with the user's access, as the clone); a start that
+ * asked for `fresh` never takes one. Null when snapshots do not apply (no repository, switched off,
+ * a driver without images, or the host could not say).
+ */
+export const planSnapshot = async (ctx: StartContext): Promise<SnapshotPlan | null> => {
+  const { deps, task } = ctx;
+  if (!snapshotsEnabled(deps)) return null;
+  // A request or an access the clone would refuse: null here, so PREPARING_REPOSITORY says why, as always.
+  const spec = (() => {
+    try {
+      return repositorySpecOf(task.request);
+    } catch {
+      return null;
+    }
+  })();
+  if (!spec) return null;
+  const access = await resolveGitAccess(deps, task.userId, spec.provider, spec.fullName).catch(() => null);
+  if (!access) return null;
+  const started = Date.now();
+  const key: RepoSnapshotKey = {
+    userId: task.userId,
+    engineId: deps.engineId,
+    provider: spec.provider,
+    repository: spec.fullName,
+    branch: spec.branch ?? "",
+    // Known once the host said (below), or once the clone checked it out.
+    commit: "",
+    baseImage: deps.config.SANDBOX_IMAGE,
+  };
+  const fresh = (task.request as { fresh?: boolean | null }).fresh === true;
+  const snapshots = repoSnapshotsRepository(deps.db);
+  // The host is asked only when a snapshot could serve: a first start pays no ls-remote.
+  if (fresh || !(await snapshots.anyFor(key))) return { key, hit: null, access };
+  const commit = await lsRemote(access, spec.branch).catch(() => null);
+  if (!commit) return { key, hit: null, access };
+  key.commit = commit;
+  const hit = await snapshots.take(key);
+  ctx.log.info(
+    { repository: spec.fullName, commit, snapshot: hit?.id ?? null, ms: Date.now() - started },
+    hit ? "starting from a snapshot" : "no snapshot of this commit",
+  );
+  return { key, hit, access };
+};
+
+/**
+ * After the setup script succeeded: commits the sandbox as the user's snapshot. Runs beside the
+ * stages after it (they only add the hook, which a start from the snapshot installs again, and read),
+ * and is awaited before READY: nothing the agent does is ever in a snapshot. Never fails the start.
+ */
+export const takeSnapshot = async (
+  ctx: StartContext,
+  plan: SnapshotPlan,
+  sandbox: AcquiredSandbox,
+  workspace: Workspace,
+): Promise<void> => {
+  const { deps } = ctx;
+  if (!snapshotsEnabled(deps) || !workspace.setupHash) return;
+  const started = Date.now();
+  // The commit the clone checked out: a push between ls-remote and the clone keys it right.
+  const commit = workspace.commit ?? plan.key.commit;
+  if (!commit) return;
+  const key = {
+    ...plan.key,
+    commit,
+    setupHash: workspace.setupHash,
+    hasPreCommit: workspace.hasPreCommitScript !== false,
+    hasSkills: workspace.hasSkills !== false,
+  };
+  const snapshots = repoSnapshotsRepository(deps.db);
+  try {
+    const { id, replaced } = await snapshots.begin(key);
+    for (const image of replaced) await deps.sandboxes.removeImage?.(image);
+    const made = await deps.sandboxes.commit!(sandbox.ref, {
+      baseImage: key.baseImage,
+      labels: {
+        [SnapshotLabel.Marker]: "1",
+        [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
+        [SnapshotLabel.SnapshotId]: id,
+        [SnapshotLabel.UserId]: key.userId,
+        [SandboxLabel.Engine]: deps.engineId,
+      },
+    });
+    if (!(await snapshots.complete(id, made.image, made.bytes))) {
+      await deps.sandboxes.removeImage?.(made.image);
+      return;
+    }
+    ctx.log.info(
+      { snapshot: id, image: made.image, bytes: made.bytes, ms: Date.now() - started },
+      "snapshot of the repository after its setup script taken",
+    );
+    await evictSnapshots(deps, key.userId);
+  } catch (err) {
+    ctx.log.warn({ err }, "snapshot not taken; the next start clones again");
+  }
+};
+
+/** The snapshots past the user's and the engine's bounds go, least recently used first. */
+const evictSnapshots = async (deps: WorkerDeps & { engineId: string }, userId: string): Promise<string[]> => {
+  const { config } = deps;
+  const gone = await repoSnapshotsRepository(deps.db).evictBeyond(userId, deps.engineId, {
+    perUserCount: config.REPO_SNAPSHOTS_MAX_PER_USER,
+    perUserBytes: config.REPO_SNAPSHOTS_MAX_MB_PER_USER * 1024 * 1024,
+    perEngineCount: config.REPO_SNAPSHOTS_MAX_PER_ENGINE,
+    perEngineBytes: config.REPO_SNAPSHOTS_MAX_MB_PER_ENGINE * 1024 * 1024,
+  });
+  for (const s of gone) {
+    // In use by a running sandbox: the engine keeps it; the janitor removes it once free (its row is gone).
+    if (s.image) await deps.sandboxes.removeImage?.(s.image);
+    deps.logger.info({ snapshot: s.id, user_id: s.userId, bytes: s.bytes }, "snapshot evicted (least recently used)");
+  }
+  return gone.map((s) => s.id);
+};
+
+/** A snapshot begun and never completed after this long: its worker died mid-commit. */
+const PENDING_SNAPSHOT_MAX_MS = 30 * 60_000;
+
+/**
+ * The janitor's part: every snapshot image of this deployment on this engine whose row is gone (its
+ * user was removed, it was evicted while a sandbox ran from it, or its worker died before recording
+ * it) is removed. Returns the images removed.
+ */
+export const removeOrphanSnapshots = async (deps: WorkerDeps): Promise<string[]> => {
+  if (!deps.engineId || !deps.sandboxes.listImages || !deps.sandboxes.removeImage) return [];
+  const snapshots = repoSnapshotsRepository(deps.db);
+  await snapshots.removeStalePending(deps.engineId, PENDING_SNAPSHOT_MAX_MS);
+  const images = await deps.sandboxes.listImages({
+    [SnapshotLabel.Marker]: "1",
+    [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
+  });
+  if (images.length === 0) return [];
+  // Listed after the images: a row begun after the listing (its image younger still) is not missed.
+  const owned = await snapshots.idsOnEngine(deps.engineId);
+  const removed: string[] = [];
+  for (const img of images) {
+    const id = img.labels[SnapshotLabel.SnapshotId];
+    if (id && owned.has(id)) continue;
+    await deps.sandboxes.removeImage(img.image);
+    deps.logger.info({ image: img.image, snapshot: id ?? null }, "janitor removed a snapshot no user owns");
+    removed.push(img.image);
+  }
+  return removed;
+};

@@ -1,0 +1,228 @@
+import { newId } from "@tern/core";
+import { type Kysely, sql } from "kysely";
+import type { Database } from "../schema.ts";
+
+/** What a snapshot is keyed by: a start with all of these the same may begin from it. */
+export interface RepoSnapshotKey {
+  userId: string;
+  engineId: string;
+  provider: string;
+  repository: string;
+  /** The branch asked for; "" for the repository's default branch. */
+  branch: string;
+  commit: string;
+  baseImage: string;
+}
+
+export interface RepoSnapshot extends RepoSnapshotKey {
+  id: string;
+  setupHash: string;
+  hasPreCommit: boolean;
+  hasSkills: boolean;
+  image: string;
+  bytes: number;
+  lastUsedAt: string;
+}
+
+export interface SnapshotBounds {
+  /** Most snapshots kept (by last use), and most bytes, per user on one engine. */
+  perUserCount: number;
+  perUserBytes: number;
+  /** The same over every user of one engine. */
+  perEngineCount: number;
+  perEngineBytes: number;
+}
+
+type Row = {
+  id: string;
+  user_id: string;
+  engine_id: string;
+  provider: string;
+  repository: string;
+  branch: string;
+  commit: string;
+  setup_hash: string;
+  has_pre_commit: boolean;
+  has_skills: boolean;
+  base_image: string;
+  image: string;
+  bytes: number;
+  last_used_at: string;
+};
+
+const toSnapshot = (r: Row): RepoSnapshot => ({
+  id: r.id,
+  userId: r.user_id,
+  engineId: r.engine_id,
+  provider: r.provider,
+  repository: r.repository,
+  branch: r.branch,
+  commit: r.commit,
+  setupHash: r.setup_hash,
+  hasPreCommit: r.has_pre_commit,
+  hasSkills: r.has_skills,
+  baseImage: r.base_image,
+  image: r.image,
+  bytes: Number(r.bytes),
+  lastUsedAt: r.last_used_at,
+});
+
+export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
+  /**
+   * Whether the user has any snapshot of this repository and branch from this base image on this
+   * engine, whatever its commit: when not, a start need not ask the git host for the commit at all.
+   */
+  async anyFor(key: Omit<RepoSnapshotKey, "commit">): Promise<boolean> {
+    const row = await db
+      .selectFrom("repo_snapshots")
+      .select("id")
+      .where("user_id", "=", key.userId)
+      .where("engine_id", "=", key.engineId)
+      .where("provider", "=", key.provider)
+      .where("repository", "=", key.repository)
+      .where("branch", "=", key.branch)
+      .where("base_image", "=", key.baseImage)
+      .where("image", "<>", "")
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  },
+
+  /** The user's snapshot for exactly this key, marked used now; null when there is none. */
+  async take(key: RepoSnapshotKey): Promise<RepoSnapshot | null> {
+    const row = await db
+      .updateTable("repo_snapshots")
+      .set({ last_used_at: sql`now()` })
+      .where(
+        "id",
+        "=",
+        db
+          .selectFrom("repo_snapshots")
+          .select("id")
+          .where("user_id", "=", key.userId)
+          .where("engine_id", "=", key.engineId)
+          .where("provider", "=", key.provider)
+          .where("repository", "=", key.repository)
+          .where("branch", "=", key.branch)
+          .where("commit", "=", key.commit)
+          .where("base_image", "=", key.baseImage)
+          .where("image", "<>", "")
+          .orderBy("last_used_at", "desc")
+          .limit(1),
+      )
+      .returningAll()
+      .executeTakeFirst();
+    return row ? toSnapshot(row) : null;
+  },
+
+  /**
+   * Records a snapshot about to be committed (its image not made yet: `take` never returns it), so
+   * the image is made already owned: an image of ours without its row is the janitor's to remove.
+   * A snapshot of the same key is replaced; its image is returned in `replaced`, the caller's to remove.
+   */
+  async begin(
+    key: RepoSnapshotKey & { setupHash: string; hasPreCommit: boolean; hasSkills: boolean },
+  ): Promise<{ id: string; replaced: string[] }> {
+    const id = newId();
+    return db.transaction().execute(async (trx) => {
+      const old = await trx
+        .deleteFrom("repo_snapshots")
+        .where("user_id", "=", key.userId)
+        .where("engine_id", "=", key.engineId)
+        .where("provider", "=", key.provider)
+        .where("repository", "=", key.repository)
+        .where("branch", "=", key.branch)
+        .where("commit", "=", key.commit)
+        .where("setup_hash", "=", key.setupHash)
+        .where("base_image", "=", key.baseImage)
+        .returning("image")
+        .execute();
+      await trx
+        .insertInto("repo_snapshots")
+        .values({
+          id,
+          user_id: key.userId,
+          engine_id: key.engineId,
+          provider: key.provider,
+          repository: key.repository,
+          branch: key.branch,
+          commit: key.commit,
+          setup_hash: key.setupHash,
+          has_pre_commit: key.hasPreCommit,
+          has_skills: key.hasSkills,
+          base_image: key.baseImage,
+          image: "",
+          bytes: 0,
+        })
+        .execute();
+      return { id, replaced: old.map((r) => r.image).filter((i) => i !== "") };
+    });
+  },
+
+  /** The image is made: the snapshot may serve. False when its row is gone (its user was removed meanwhile). */
+  async complete(id: string, image: string, bytes: number): Promise<boolean> {
+    const r = await db
+      .updateTable("repo_snapshots")
+      .set({ image, bytes, last_used_at: sql`now()` })
+      .where("id", "=", id)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
+  },
+
+  /** Snapshots begun and never completed (their worker died): gone, so they count against no bound. */
+  async removeStalePending(engineId: string, olderThanMs: number): Promise<number> {
+    const r = await db
+      .deleteFrom("repo_snapshots")
+      .where("engine_id", "=", engineId)
+      .where("image", "=", "")
+      .where("created_at", "<", new Date(Date.now() - olderThanMs).toISOString())
+      .executeTakeFirst();
+    return Number(r.numDeletedRows);
+  },
+
+  /**
+   * Deletes the snapshots past the bounds of this user and of the whole engine, least recently used
+   * first, and returns them (their images are the caller's to remove).
+   */
+  async evictBeyond(userId: string, engineId: string, bounds: SnapshotBounds): Promise<RepoSnapshot[]> {
+    const { rows } = await sql<Row>`
+      with ranked as (
+        select id,
+          row_number() over (partition by user_id order by last_used_at desc, id) as user_n,
+          sum(bytes) over (partition by user_id order by last_used_at desc, id) as user_bytes,
+          row_number() over (order by last_used_at desc, id) as engine_n,
+          sum(bytes) over (order by last_used_at desc, id) as engine_bytes,
+          user_id
+        from repo_snapshots where engine_id = ${engineId} and image <> ''
+      )
+      delete from repo_snapshots s using ranked r
+      where s.id = r.id and (
+        (r.user_id = ${userId} and (r.user_n > ${bounds.perUserCount} or r.user_bytes > ${bounds.perUserBytes}))
+        or r.engine_n > ${bounds.perEngineCount} or r.engine_bytes > ${bounds.perEngineBytes}
+      )
+      returning s.*`.execute(db);
+    return rows.map(toSnapshot);
+  },
+
+  /** The ids of the snapshots recorded on an engine: an image of ours not among them is removed. */
+  async idsOnEngine(engineId: string): Promise<Set<string>> {
+    const rows = await db.selectFrom("repo_snapshots").select("id").where("engine_id", "=", engineId).execute();
+    return new Set(rows.map((r) => r.id));
+  },
+
+  async remove(id: string): Promise<void> {
+    await db.deleteFrom("repo_snapshots").where("id", "=", id).execute();
+  },
+
+  async listForUser(userId: string): Promise<RepoSnapshot[]> {
+    const rows = await db
+      .selectFrom("repo_snapshots")
+      .selectAll()
+      .where("user_id", "=", userId)
+      .orderBy("last_used_at", "desc")
+      .execute();
+    return rows.map(toSnapshot);
+  },
+});
+
+export type RepoSnapshotsRepository = ReturnType<typeof repoSnapshotsRepository>;
