@@ -282,7 +282,7 @@ export interface WarmSandboxesTable {
 }
 
 /** Agent runs a transaction asked for, until a relay enqueued them (migration 0300). */
-export interface AgentRunOutboxTable {
+interface AgentRunOutboxTable {
   id: Generated<string>;
   conversation_id: string;
   run_id: string;
@@ -359,7 +359,7 @@ export interface AgentServerConversationsTable {
 }
 
 /** A conversation's own secrets given on the agent-server API, one sealed JSON object (migration 0210). */
-export interface AgentServerConversationSecretsTable {
+interface AgentServerConversationSecretsTable {
   conversation_id: string;
   secrets_sealed: string;
   updated_at: Generated<string>;
