@@ -31,7 +31,7 @@ export interface AgentOpsDeps {
 }
 
 /** Every path of these routes must stay below this once resolved in the sandbox (symlinks followed there). */
-export const AGENT_WORKSPACE_ROOT = "/workspace";
+const AGENT_WORKSPACE_ROOT = "/workspace";
 /** The agent server splits a stream's output into events of at most this many characters. */
 const MAX_CONTENT_CHARS = 1024 * 1024;
 /** Past this much output a command's further output is dropped (said in its last event), not stored. */
@@ -46,7 +46,7 @@ const IN_DIR_SCRIPT = `cd -- "$1" 2>/dev/null || { printf '${NO_SUCH_DIR_MARK}' 
 __tern_command=$2; set --; eval "$__tern_command"`;
 
 /** The sandbox, known and running (409 while paused or starting, 410 once gone), and its default directory. */
-export const liveSandbox = async (
+const liveSandbox = async (
   deps: Pick<AgentOpsDeps, "db">,
   rawId: string,
 ): Promise<{ sandbox: Sandbox; dir: string }> => {
@@ -197,7 +197,7 @@ printf '%s\\0%s\\0%s' "$root" "$real" "$kind"
 type PathKind = "file" | "dir" | "missing" | "other";
 
 /** An absolute path of the workspace, resolved in the sandbox; 400 when relative, 403 once outside the workspace. */
-export const workspacePath = async (
+const workspacePath = async (
   deps: AgentOpsDeps,
   sandbox: Sandbox,
   path: string,

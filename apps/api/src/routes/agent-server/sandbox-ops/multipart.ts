@@ -13,7 +13,7 @@ const CRLF = Buffer.from("\r\n");
 const HEADERS_END = Buffer.from("\r\n\r\n");
 const MAX_HEADER_BYTES = 16 * 1024;
 
-export const boundaryOf = (contentType: string | undefined): string => {
+const boundaryOf = (contentType: string | undefined): string => {
   const m = /^multipart\/form-data\s*;.*\bboundary=(?:"([^"]+)"|([^;\s]+))/i.exec(contentType ?? "");
   const boundary = m?.[1] ?? m?.[2];
   if (!boundary || boundary.length > 200) throw new BadRequestError("Expected a multipart/form-data body");
