@@ -31,6 +31,12 @@ export interface StepWriter {
 /** A group's bound: one statement's parameters stay a few hundred KiB at most. */
 const MAX_GROUP_WRITES = 256;
 const MAX_GROUP_EVENTS = 4_096;
+/**
+ * Groups committed at once, on as many connections: while one commits (its WAL flush), the next
+ * is already being written. Never two writes of one conversation at once, so no two groups lock
+ * the same row and none can deadlock another.
+ */
+const MAX_IN_FLIGHT = 1;
 
 interface Pending {
   step: StepWrite;
@@ -198,9 +204,12 @@ const isServerError = (err: unknown): boolean =>
  * A lost connection fails the group's callers, as it failed the one caller before: whether it
  * committed is unknown, and writing again could write twice.
  */
-export const createStepWriter = (db: Kysely<Database>): StepWriter => {
+export const createStepWriter = (db: Kysely<Database>, opts: { maxInFlight?: number } = {}): StepWriter => {
+  const maxInFlight = opts.maxInFlight ?? MAX_IN_FLIGHT;
   const queue: Pending[] = [];
-  let busy = false;
+  /** Conversations with a write in a group being committed: their next write waits for it. */
+  const writing = new Set<string>();
+  let inFlight = 0;
   let scheduled = false;
   const stats: StepWriterStats = { groups: 0, writes: 0, fallbacks: 0 };
 
@@ -210,12 +219,15 @@ export const createStepWriter = (db: Kysely<Database>): StepWriter => {
     let events = 0;
     for (let i = 0; i < queue.length && group.length < MAX_GROUP_WRITES; ) {
       const p = queue[i] as Pending;
+      const id = p.step.conversationId;
       const n = p.step.drafts.length;
-      if (seen.has(p.step.conversationId) || (group.length > 0 && events + n > MAX_GROUP_EVENTS)) {
+      if (seen.has(id) || writing.has(id) || (group.length > 0 && events + n > MAX_GROUP_EVENTS)) {
+        // Kept, and so are the conversation's later writes (seen): its writes stay in order.
+        seen.add(id);
         i++;
         continue;
       }
-      seen.add(p.step.conversationId);
+      seen.add(id);
       events += n;
       group.push(p);
       queue.splice(i, 1);
@@ -250,15 +262,27 @@ export const createStepWriter = (db: Kysely<Database>): StepWriter => {
     }
   };
 
-  const flush = async () => {
+  const pump = () => {
     scheduled = false;
-    if (busy) return;
-    busy = true;
-    try {
-      while (queue.length > 0) await settle(takeGroup());
-    } finally {
-      busy = false;
+    while (inFlight < maxInFlight && queue.length > 0) {
+      const group = takeGroup();
+      if (group.length === 0) return;
+      inFlight++;
+      for (const p of group) writing.add(p.step.conversationId);
+      void settle(group).finally(() => {
+        inFlight--;
+        for (const p of group) writing.delete(p.step.conversationId);
+        schedule();
+      });
     }
+  };
+
+  // At the end of this turn of the event loop: the callers a commit just resumed (and whatever
+  // else arrived meanwhile) have asked for their next write by then, and go together.
+  const schedule = () => {
+    if (scheduled || queue.length === 0 || inFlight >= maxInFlight) return;
+    scheduled = true;
+    setImmediate(pump);
   };
 
   return {
@@ -266,10 +290,7 @@ export const createStepWriter = (db: Kysely<Database>): StepWriter => {
     write(step) {
       return new Promise<StepWritten>((resolve, reject) => {
         queue.push({ step, resolve, reject });
-        if (!busy && !scheduled) {
-          scheduled = true;
-          setImmediate(() => void flush());
-        }
+        schedule();
       });
     },
   };
