@@ -29,12 +29,30 @@ export const budgetOf = (method: string, path: string): RateBudget | null => {
 };
 
 const WINDOW_MS = 60_000;
-/** How often each replica reconciles its counts with Redis. */
-const SYNC_INTERVAL_MS = 100;
 /** Past this, a slow Redis counts as down for the limiter (no request is held up for it longer). */
 const REDIS_TIMEOUT_MS = 500;
-/** A replica not heard from for this long no longer takes a share of the budgets. */
+/** A replica not heard from for this long no longer counts in the lease sizes. */
 const REPLICA_TTL_MS = 5_000;
+/** With Redis down, how often a request may try it again (in the background). */
+const RETRY_MS = 1_000;
+
+/**
+ * A replica's next lease of a key's window, decided in Redis from what is left now and the live
+ * replicas now (this one registered by the call): `ceil((limit - reserved) / (2 × replicas))`,
+ * never past the limit. Returns [granted, reserved in all].
+ */
+const LEASE_SCRIPT = `
+redis.call('zadd', KEYS[2], ARGV[2], ARGV[4])
+redis.call('zremrangebyscore', KEYS[2], '-inf', tonumber(ARGV[2]) - tonumber(ARGV[3]))
+redis.call('pexpire', KEYS[2], tonumber(ARGV[3]) * 2)
+local replicas = redis.call('zcard', KEYS[2])
+local limit = tonumber(ARGV[1])
+local reserved = tonumber(redis.call('get', KEYS[1]) or '0')
+local ask = math.ceil((limit - reserved) / (2 * replicas))
+if ask > 0 then reserved = redis.call('incrby', KEYS[1], ask) else ask = 0 end
+redis.call('pexpire', KEYS[1], tonumber(ARGV[5]) * 2)
+return {ask, reserved}
+`;
 
 interface Verdict {
   budget: RateBudget;
@@ -47,45 +65,44 @@ interface Verdict {
 export interface RateLimiter {
   /** Draws one point from the general budget and, when given, from `budget`; the tightest verdict. */
   check(key: string, budget: RateBudget | null): Promise<Verdict | null>;
-  /** Stops the background reconciliation (what it has not sent yet is dropped). */
-  close(): void;
 }
 
 /** One key's budget in this replica, for the current window. */
 interface Count {
   redisKey: string;
   window: number;
-  /** The count in Redis as of the last reconciliation (this replica's part of it included). */
-  known: number;
-  /** Points this replica drew since, not yet added in Redis. */
-  unsynced: number;
+  /** Points reserved in Redis by all replicas, as of this replica's last reservation. */
+  reserved: number;
+  /** Points this replica reserved and has not spent yet. */
+  lease: number;
+  /** The size of the last reservation (a new one is asked for when half of it is spent). */
+  lastAsk: number;
   /** Points this replica drew in the window: what it goes by alone while Redis is down. */
   local: number;
-  /** Redis has answered for this count in this window at least once. */
-  synced: boolean;
-  /** A reconciliation of this count under way, awaited by a request that needs it. */
-  inline: Promise<void> | null;
+  /** A reservation under way, shared by whoever needs it. */
+  pending: Promise<void> | null;
 }
 
 /**
- * Fixed one-minute windows per key (aligned to the minute), counted locally in each API replica
- * and reconciled with Redis in the background: a request costs no Redis round trip. Every
- * SYNC_INTERVAL_MS each replica adds what it drew to the key's counter in Redis (one pipeline for
- * all its keys, INCRBY under `REDIS_PREFIX:ratelimit:`) and reads back the total, and registers
- * itself as a live replica. Between two reconciliations a replica spends at most its share of what
- * was left, `ceil((limit - known) / replicas)`, so the replicas together overshoot a limit by at
- * most one point each however the load is spread. A request waits for Redis only when its replica
- * has not yet counted the key in this window (once a minute per key), or has spent its share (at
- * the edge of the limit): then one reconciliation, shared by the requests that need it.
+ * Fixed one-minute windows per key (aligned to the minute), drawn from leases: each replica
+ * reserves points of a key's window in Redis (INCRBY of the key's counter under
+ * `REDIS_PREFIX:ratelimit:`, one pipeline with its heartbeat as a live replica) and spends them
+ * from memory, so a request costs no Redis round trip. A lease is a share of what is left,
+ * `ceil((limit - reserved) / (2 × live replicas))`, and the next one is asked for in the
+ * background once half of it is spent; Redis grants no more than the limit in all, so the
+ * replicas together never admit more than the limit, and leave unspent at most the leases of
+ * replicas that stop drawing (smaller as the limit nears). A request waits for Redis only for
+ * the first point of a key's window on its replica (once a minute per key), or when its lease ran
+ * out before the next one came back.
  * When Redis is down or slower than REDIS_TIMEOUT_MS, each replica counts in its own memory
  * (fail-open to a local limit, as before: no request fails because of the limiter, reads do not
- * need Redis) until Redis answers again. Null when every limit is off (0).
+ * need Redis), and tries Redis again in the background. Null when every limit is off (0).
  */
 export const createRateLimiter = (
   redis: Redis,
   prefix: string,
   limits: Pick<ApiConfig, "RATE_LIMIT_PER_MINUTE" | "RATE_LIMIT_STARTS_PER_MINUTE" | "RATE_LIMIT_MESSAGES_PER_MINUTE">,
-  opts: { syncIntervalMs?: number; now?: () => number } = {},
+  opts: { now?: () => number } = {},
 ): RateLimiter | null => {
   const points: Record<RateBudget, number> = {
     general: limits.RATE_LIMIT_PER_MINUTE,
@@ -97,22 +114,37 @@ export const createRateLimiter = (
   const replicaId = randomUUID();
   const replicasKey = `${prefix}:ratelimit:replicas`;
   const counts = new Map<string, Count>();
-  let replicas = 1;
-  /** Redis answered the last reconciliation: shares are taken from the shared count. */
+  /** Redis answered the last reservation: points come from leases. */
   let shared = true;
+  let lastTry = 0;
+
+  // Known as a live replica from the start, so the first leases of the others are sized for it.
+  const announce = () =>
+    void redis
+      .pipeline()
+      .zadd(replicasKey, now(), replicaId)
+      .pexpire(replicasKey, REPLICA_TTL_MS * 2)
+      .exec()
+      .catch(() => undefined);
+  if (redis.status === "ready") announce();
+  else redis.once("ready", announce);
 
   const countOf = (budget: RateBudget, key: string, window: number): Count => {
     const id = `${budget}:${key}`;
     let c = counts.get(id);
     if (!c || c.window !== window) {
+      if (!c) {
+        // Windows past are dropped as keys come back; a replica holds the keys of its recent callers.
+        for (const [other, o] of counts) if (o.window < window) counts.delete(other);
+      }
       c = {
         redisKey: `${prefix}:ratelimit:${budget}:${key}:${window}`,
         window,
-        known: 0,
-        unsynced: 0,
+        reserved: 0,
+        lease: 0,
+        lastAsk: 0,
         local: 0,
-        synced: false,
-        inline: null,
+        pending: null,
       };
       counts.set(id, c);
     }
@@ -134,59 +166,41 @@ export const createRateLimiter = (
       );
     });
 
-  /** Adds what the given counts drew to Redis and reads the totals back; one pipeline. */
-  const reconcile = async (list: Count[]): Promise<void> => {
-    if (redis.status !== "ready") {
-      shared = false;
-      return;
-    }
-    const t = now();
-    const pipeline = redis.pipeline();
-    pipeline.zadd(replicasKey, t, replicaId);
-    pipeline.zremrangebyscore(replicasKey, "-inf", t - REPLICA_TTL_MS);
-    pipeline.zcard(replicasKey);
-    pipeline.pexpire(replicasKey, REPLICA_TTL_MS * 2);
-    const sent = list.map((c) => {
-      pipeline.incrby(c.redisKey, c.unsynced);
-      pipeline.pexpire(c.redisKey, WINDOW_MS * 2);
-      return c.unsynced;
-    });
-    try {
-      const replies = (await withTimeout(pipeline.exec())) ?? [];
-      for (const [err] of replies) if (err) throw err;
-      replicas = Math.max(1, Number(replies[2]?.[1] ?? 1));
-      for (const [i, c] of list.entries()) {
-        c.known = Number(replies[4 + 2 * i]?.[1] ?? c.known);
-        c.unsynced -= sent[i] ?? 0;
-        c.synced = true;
+  /** Reserves this replica's next lease of the count's window; one pipeline, one at a time per count. */
+  const reserve = (c: Count, limit: number): Promise<void> => {
+    c.pending ??= (async () => {
+      lastTry = now();
+      if (redis.status !== "ready") {
+        shared = false;
+        return;
       }
-      shared = true;
-    } catch {
-      // Not added: kept in `unsynced` for the next reconciliation. Meanwhile, local counts.
-      shared = false;
-    }
-  };
-
-  let background: Promise<void> | null = null;
-  const tick = () => {
-    if (background) return;
-    const window = Math.floor(now() / WINDOW_MS);
-    for (const [id, c] of counts) if (c.window < window) counts.delete(id);
-    const list = [...counts.values()];
-    if (list.length === 0) return;
-    background = reconcile(list).finally(() => {
-      background = null;
+      try {
+        const reply = (await withTimeout(
+          redis.eval(
+            LEASE_SCRIPT,
+            2,
+            c.redisKey,
+            replicasKey,
+            limit,
+            now(),
+            REPLICA_TTL_MS,
+            replicaId,
+            WINDOW_MS,
+          ) as Promise<[number, number]>,
+        )) ?? [0, 0];
+        const [granted, total] = reply.map(Number) as [number, number];
+        if (!Number.isFinite(granted) || !Number.isFinite(total)) throw new Error("no lease");
+        c.reserved = Math.max(c.reserved, total);
+        c.lease += granted;
+        c.lastAsk = Math.max(1, granted);
+        shared = true;
+      } catch {
+        shared = false;
+      }
+    })().finally(() => {
+      c.pending = null;
     });
-  };
-  const timer = setInterval(tick, opts.syncIntervalMs ?? SYNC_INTERVAL_MS);
-  timer.unref();
-
-  /** One reconciliation of this count, shared by the requests waiting for it. */
-  const reconcileNow = (c: Count): Promise<void> => {
-    c.inline ??= reconcile([c]).finally(() => {
-      c.inline = null;
-    });
-    return c.inline;
+    return c.pending;
   };
 
   const draw = async (budget: RateBudget, key: string): Promise<Verdict | null> => {
@@ -195,24 +209,29 @@ export const createRateLimiter = (
     const t = now();
     const window = Math.floor(t / WINDOW_MS);
     const c = countOf(budget, key, window);
-    const share = () => Math.ceil((limit - c.known) / replicas);
-    // Reconciled in the request only for a key this replica has not counted in this window, or
-    // whose share it has spent while the last count left room (past the limit, counts only grow).
-    if (shared && (!c.synced || (c.unsynced >= share() && c.known + c.unsynced < limit))) await reconcileNow(c);
-    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - t) / 1000));
-    const used = shared && c.synced ? c.known + c.unsynced : c.local;
-    const allowed = shared && c.synced ? used < limit && c.unsynced < share() : used < limit;
-    if (allowed) {
-      c.unsynced++;
-      c.local++;
+    const room = () => c.reserved < limit;
+    if (shared) {
+      // Waited for only when this replica has no point of the key left and Redis may have some
+      // (again, a few times, when requests waiting with this one took the whole lease).
+      for (let i = 0; i < 3 && shared && c.lease === 0 && (c.lastAsk === 0 || room()); i++) await reserve(c, limit);
+    } else if (t - lastTry >= RETRY_MS) {
+      void reserve(c, limit);
     }
-    return {
-      budget,
-      limit,
-      remaining: Math.max(0, limit - used - (allowed ? 1 : 0)),
-      resetSeconds,
-      refused: !allowed,
-    };
+    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - t) / 1000));
+    let allowed: boolean;
+    let remaining: number;
+    if (shared && c.lastAsk > 0) {
+      allowed = c.lease > 0;
+      if (allowed) c.lease--;
+      remaining = limit - (Math.min(c.reserved, limit) - c.lease);
+      // The next lease, asked for before this one runs out: no request waits for it.
+      if (c.lease <= c.lastAsk / 2 && room() && !c.pending) void reserve(c, limit);
+    } else {
+      allowed = c.local < limit;
+      remaining = limit - c.local - (allowed ? 1 : 0);
+    }
+    if (allowed) c.local++;
+    return { budget, limit, remaining: Math.max(0, remaining), resetSeconds, refused: !allowed };
   };
 
   return {
@@ -224,9 +243,6 @@ export const createRateLimiter = (
       if (!general || specific.refused) return specific;
       // Report the budget closest to running out: the one a client must pace itself by.
       return specific.remaining <= general.remaining ? specific : general;
-    },
-    close() {
-      clearInterval(timer);
     },
   };
 };
