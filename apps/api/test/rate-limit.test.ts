@@ -1,9 +1,10 @@
 import { createRedis } from "@tern/queue";
 import { issueApiKey } from "@tern/services";
-import { createConversationFixture, freePort } from "@tern/testing";
+import { createConversationFixture, freePort, testRedisUrl, waitFor } from "@tern/testing";
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
-import { budgetOf } from "../src/middleware/rate-limit.ts";
+import { budgetOf, createRateLimiter, type RateLimiter } from "../src/middleware/rate-limit.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /** Per-key rate limits, counted in Redis: a general budget, and stricter ones for starts and messages. */
@@ -146,5 +147,119 @@ describe("with Redis down", () => {
     expect(refused.status).toBe(429);
     expect(refused.headers.get("retry-after")).not.toBeNull();
     deadRedis.disconnect();
+  });
+});
+
+describe("across API replicas", () => {
+  /** A clock 1 s into a one-minute window, so the whole test counts in one window. */
+  const windowClock = () => {
+    const start = Date.now();
+    const base = Math.floor(start / 60_000) * 60_000 + 1_000;
+    return () => base + (Date.now() - start);
+  };
+  /** An ioredis client that counts the round trips (pipelines, scripts) sent through it. */
+  const countingRedis = () => {
+    const redis = createRedis(testRedisUrl(), "producer");
+    const sent = { roundTrips: 0 };
+    const pipeline = redis.pipeline.bind(redis);
+    redis.pipeline = ((...args: Parameters<Redis["pipeline"]>) => {
+      sent.roundTrips++;
+      return pipeline(...args);
+    }) as Redis["pipeline"];
+    const evalScript = redis.eval.bind(redis);
+    redis.eval = ((...args: Parameters<typeof evalScript>) => {
+      sent.roundTrips++;
+      return evalScript(...args);
+    }) as typeof redis.eval;
+    return { redis, sent };
+  };
+  const replicaApp = (redis: Redis, limiter: RateLimiter | null) =>
+    createApp({
+      config: api.config,
+      db: api.database.db,
+      redis,
+      queues: api.queues,
+      logger: api.logger,
+      secretBox: api.secretBox,
+      keyUsage: api.keyUsage,
+      sandboxEvents: api.sandboxEvents,
+      workerAccess: api.workerAccess,
+      rateLimiter: limiter,
+    });
+
+  it("holds a key's limit within 10 % when 4 replicas serve it at once", async () => {
+    const LIMIT = 100;
+    const now = windowClock();
+    const prefix = `${api.prefix}:replicas-${Date.now()}`;
+    const replicas = Array.from({ length: 4 }, () => {
+      const { redis, sent } = countingRedis();
+      const limiter = createRateLimiter(
+        redis,
+        prefix,
+        { RATE_LIMIT_PER_MINUTE: LIMIT, RATE_LIMIT_STARTS_PER_MINUTE: 0, RATE_LIMIT_MESSAGES_PER_MINUTE: 0 },
+        { now },
+      );
+      return { redis, sent, limiter, app: replicaApp(redis, limiter), admitted: 0, refused: 0 };
+    });
+    try {
+      // The 4 replicas up and known to each other, as a deployment's are.
+      await waitFor(async () => (await api.redis.zcard(`${prefix}:ratelimit:replicas`)) === 4, {
+        what: "the 4 replicas to announce themselves",
+      });
+      const { key } = await api.newUser();
+      // 3 × the limit, 8 at a time on each replica, each request on the next replica in turn.
+      let next = 0;
+      const total = 3 * LIMIT;
+      await Promise.all(
+        Array.from({ length: 32 }, async (_, lane) => {
+          const r = replicas[lane % 4] as (typeof replicas)[number];
+          while (next < total) {
+            next++;
+            const res = await r.app.request("/api/v1/app-conversations/search", {
+              headers: { authorization: `Bearer ${key}` },
+            });
+            if (res.status === 200) r.admitted++;
+            else if (res.status === 429) r.refused++;
+            else throw new Error(`unexpected ${res.status}`);
+          }
+        }),
+      );
+      const admitted = replicas.reduce((n, r) => n + r.admitted, 0);
+      expect(admitted).toBeGreaterThanOrEqual(0.9 * LIMIT);
+      expect(admitted).toBeLessThanOrEqual(1.1 * LIMIT);
+      // Every replica served some of it: the budget was shared, not one replica's alone.
+      for (const r of replicas) expect(r.admitted).toBeGreaterThan(0);
+      expect(replicas.reduce((n, r) => n + r.refused, 0)).toBe(total - admitted);
+    } finally {
+      for (const r of replicas) {
+        r.redis.disconnect();
+      }
+    }
+  });
+
+  it("costs no Redis round trip per request: one lease, then points from memory", async () => {
+    const { redis, sent } = countingRedis();
+    // A lease of half the limit at first (one replica): 50 requests spend it from memory.
+    const prefix = `${api.prefix}:quiet-${Date.now()}`;
+    const limiter = createRateLimiter(
+      redis,
+      prefix,
+      { RATE_LIMIT_PER_MINUTE: 600, RATE_LIMIT_STARTS_PER_MINUTE: 0, RATE_LIMIT_MESSAGES_PER_MINUTE: 0 },
+      { now: windowClock() },
+    );
+    try {
+      await waitFor(async () => (await api.redis.zcard(`${prefix}:ratelimit:replicas`)) === 1, {
+        what: "the replica to announce itself",
+      });
+      const before = sent.roundTrips;
+      const { key } = await api.newUser();
+      for (let i = 1; i <= 50; i++) {
+        const v = await limiter?.check(`key:${key}`, null);
+        expect(v).toMatchObject({ refused: false, remaining: 600 - i });
+      }
+      expect(sent.roundTrips - before).toBe(1);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

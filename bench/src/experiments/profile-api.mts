@@ -6,7 +6,7 @@
 
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { freePort } from "@tern/testing";
+import { freePort, tenancyLimitsOff } from "@tern/testing";
 import { createContext } from "../context.ts";
 import { conversationsGetRows } from "../rows/conversations-get.ts";
 import { spawnPolledService } from "./polled-service.ts";
@@ -29,7 +29,15 @@ const rows = await conversationsGetRows(ctx, async (databaseUrl, redisPrefix) =>
   return spawnPolledService(
     port,
     ["--cpu-prof", `--cpu-prof-dir=${dir}`, "--import", "tsx", "apps/api/src/main.ts"],
-    { ...process.env, DATABASE_URL: databaseUrl, REDIS_PREFIX: redisPrefix, PORT: String(port), HOST: "127.0.0.1" },
+    {
+      ...process.env,
+      ...tenancyLimitsOff,
+      RATE_LIMIT_PER_MINUTE: "1000000",
+      DATABASE_URL: databaseUrl,
+      REDIS_PREFIX: redisPrefix,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+    },
     async (url) => (await fetch(`${url}/health`)).ok,
   );
 });

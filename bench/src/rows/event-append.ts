@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { type EventDraft, newEvent } from "@tern/core";
-import { agentRunsRepository, createDb, eventsRepository, type RunLease } from "@tern/db";
+import { agentRunsRepository, createDb, eventsRepository, type RunLease, stepWriterOf } from "@tern/db";
 import { createTestDatabase } from "@tern/testing";
 import type { BenchContext } from "../context.ts";
 import { copyEvents, eventLines, insertConversations } from "../event-data.ts";
 import { type BenchRow, row } from "../report.ts";
+import { summarize } from "../stats.ts";
 
 /**
  * Event `i` of an agent's run, in writes of `calls` events: a response's actions, then their
@@ -66,8 +67,8 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       client.release();
     }
 
-    const newConversations = async () => {
-      const ids = Array.from({ length: writers }, () => randomUUID());
+    const newConversations = async (n = writers) => {
+      const ids = Array.from({ length: n }, () => randomUUID());
       const c = await db.pool.connect();
       try {
         await insertConversations(c, owner, ids, () => 0);
@@ -76,76 +77,113 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       }
       return ids;
     };
+    /** Events/s of `n` conversations appending at once, and each write's latency (ms). */
     const measure = async (
       append: (conversationId: string, drafts: EventDraft[]) => Promise<unknown>,
       batch: number,
       perWriter: number,
+      n = writers,
+      /** Before the clock starts: what each conversation needs first (a run's lease). */
+      prepare: (conversationId: string) => Promise<void> = async () => undefined,
     ) => {
-      const conversations = await newConversations();
+      const conversations = await newConversations(n);
+      for (const id of conversations) await prepare(id);
+      const latencies: number[] = [];
       const t = performance.now();
       await Promise.all(
         conversations.map(async (id) => {
           for (let i = 0; i < perWriter; i += batch) {
             const drafts = Array.from({ length: batch }, (_, j) => draft(i + j, batch));
+            const w = performance.now();
             await append(id, drafts);
+            latencies.push(performance.now() - w);
           }
         }),
       );
-      return (writers * perWriter) / ((performance.now() - t) / 1000);
+      return { rate: (n * perWriter) / ((performance.now() - t) / 1000), write: summarize(latencies) };
     };
 
     // The agent's writer as the loop writes a step (packages/agent/src/loop.ts): an LLM response
     // of `calls` tool calls is one appendStep (its ActionEvents and its usage added to the
     // conversation's metrics), and their results another (a command, then quick views after it:
-    // held and written together). Each appendStep checks the run lease in its own statement,
-    // under the conversation's row lock: one round trip and one commit per write.
+    // held and written together). Each appendStep checks the run lease under the conversation's
+    // row lock; the steps of all runs that arrive while a commit is in flight share the next
+    // commit (group commit, packages/db step-writer.ts), as in a worker process.
     // A pool sized as the worker's (createDb's default), not the test database's small one.
     const writerDb = createDb(db.url);
     const runs = agentRunsRepository(writerDb.db);
-    const leases = new Map<string, RunLease>();
     const calls = 3;
     const usage = { add: { llm_calls: 1, prompt_tokens: 12_000, completion_tokens: 300, accumulated_cost: 0.04 } };
-    // Whole steps (2 writes of `calls` events), about half as many events as a batch row.
-    const agentPerWriter = 2 * calls * Math.round(perWriter / (4 * calls));
-    const agentRate = await measure(
-      async (conversationId, drafts) => {
-        let lease = leases.get(conversationId);
-        if (!lease) {
+    const { synchronous_commit } = (await db.pool.query("show synchronous_commit")).rows[0] as {
+      synchronous_commit: string;
+    };
+    for (const [id, runsAtOnce] of [
+      ["append.agent", writers],
+      ["append.agent64", 64],
+    ] as const) {
+      const leases = new Map<string, RunLease>();
+      // Whole steps (2 writes of `calls` events), about half as many events in all as a batch row.
+      const agentPerWriter = 2 * calls * Math.max(1, Math.round((perWriter * writers) / (4 * calls * runsAtOnce)));
+      const stats = { ...stepWriterOf(writerDb.db).stats };
+      const agent = await measure(
+        async (conversationId, drafts) => {
+          const lease = leases.get(conversationId) as RunLease;
+          // The response's write (actions) carries the LLM usage; the results' write does not.
+          await runs.appendStep(lease, drafts, drafts[0]?.kind === "ActionEvent" ? { metrics: usage } : {});
+        },
+        calls,
+        agentPerWriter,
+        runsAtOnce,
+        // Each run takes its lease before the clock starts (64 begins are not a step write's cost).
+        async (conversationId) => {
           const begun = await runs.begin(conversationId, randomUUID());
           if (begun.outcome !== "started") throw new Error(`run did not start: ${begun.outcome}`);
-          lease = begun.lease;
-          leases.set(conversationId, lease);
-        }
-        // The response's write (actions) carries the LLM usage; the results' write does not.
-        await runs.appendStep(lease, drafts, drafts[0]?.kind === "ActionEvent" ? { metrics: usage } : {});
-      },
-      calls,
-      agentPerWriter,
-    );
-    ctx.progress(`agent writer: ${agentRate.toFixed(0)} events/s (COPY ${copyRate.toFixed(0)})`);
-    rows.push(
-      row({
-        id: "append.agent",
-        label: `event append, agent writer (steps of ${calls} calls: 2 writes of ${calls} events, ${writers} conversations)`,
-        unit: "events/s",
-        value: agentRate,
-        floor: copyRate,
-        floorLabel: "COPY",
-        better: "higher-is-better",
-        absolute: 10_000,
-        detail: {
-          events: writers * agentPerWriter,
-          writers,
-          eventsPerWrite: calls,
-          eventsPerStep: 2 * calls,
-          writesPerStep: 2,
+          leases.set(conversationId, begun.lease);
         },
-      }),
-    );
+      );
+      const after = stepWriterOf(writerDb.db).stats;
+      const groups = after.groups - stats.groups;
+      const stepWrites = after.writes - stats.writes;
+      ctx.progress(
+        `agent writer, ${runsAtOnce} runs: ${agent.rate.toFixed(0)} events/s, one write p50 ${agent.write.p50.toFixed(2)} / p99 ${agent.write.p99.toFixed(2)} ms, ${(stepWrites / groups).toFixed(1)} writes per commit (COPY ${copyRate.toFixed(0)})`,
+      );
+      rows.push(
+        row({
+          id,
+          label: `event append, agent writer (steps of ${calls} calls: 2 writes of ${calls} events, ${runsAtOnce} runs at once, group commit, synchronous_commit ${synchronous_commit}); one write p99 ${agent.write.p99.toFixed(1)} ms`,
+          unit: "events/s",
+          value: agent.rate,
+          floor: copyRate,
+          floorLabel: "COPY",
+          better: "higher-is-better",
+          absolute: 10_000,
+          detail: {
+            events: runsAtOnce * agentPerWriter,
+            runs: runsAtOnce,
+            eventsPerWrite: calls,
+            eventsPerStep: 2 * calls,
+            writesPerStep: 2,
+            synchronousCommit: synchronous_commit,
+            writeLatencyMs: agent.write,
+            commits: groups,
+            writesPerCommit: stepWrites / groups,
+          },
+        }),
+      );
+      rows.push(
+        row({
+          id: `${id}.write.p99`,
+          label: `  one step write p99 (${runsAtOnce} runs at once)`,
+          unit: "ms",
+          value: agent.write.p99,
+          detail: { ...agent.write },
+        }),
+      );
+    }
 
     const events = eventsRepository(writerDb.db);
     for (const batch of [1, 10]) {
-      const rate = await measure(
+      const { rate } = await measure(
         (id, drafts) => events.append(id, drafts),
         batch,
         batch === 1 ? perWriter / 4 : perWriter,

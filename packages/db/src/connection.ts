@@ -1,4 +1,5 @@
-import { Kysely, PostgresDialect } from "kysely";
+import { createHash } from "node:crypto";
+import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient } from "kysely";
 import pg from "pg";
 import type { Database } from "./schema.ts";
 
@@ -27,7 +28,75 @@ export interface DbOptions {
   max?: number;
   statementTimeoutMs?: number;
   onError?: (err: Error) => void;
+  /** Kysely's queries as named (prepared) statements, cached per connection (default on). */
+  preparedStatements?: boolean;
 }
+
+/** Distinct statements prepared on one connection at most; later new ones go unnamed (parsed each time). */
+const MAX_PREPARED_PER_CONNECTION = 512;
+/** SQL text → statement name, shared by the connections; cleared past this many texts. */
+const MAX_NAMED_TEXTS = 4_096;
+const names = new Map<string, string>();
+
+/** A statement's name: a hash of its text, so one text is one statement on every connection, and two never share one. */
+export const statementName = (text: string): string => {
+  let name = names.get(text);
+  if (!name) {
+    if (names.size >= MAX_NAMED_TEXTS) names.clear();
+    name = `k${createHash("sha1").update(text).digest("base64url")}`;
+    names.set(text, name);
+  }
+  return name;
+};
+
+/**
+ * The pool as Kysely sees it, with each query with parameters sent as a named statement (pg's
+ * `{ name, text, values }`): pg parses a name once per connection and, from then on, only binds
+ * and executes it, and Postgres plans it once per connection (a generic plan once it has proved as
+ * good): the hot queries (the key lookup, the events search, the step writes) skip parse and plan.
+ * Generic: the name is a hash of the SQL text, whatever built it. Queries without parameters
+ * (begin, commit) keep the simple protocol; `pool.query` used directly is untouched.
+ */
+const preparing = (pool: pg.Pool): PostgresPool => {
+  const clients = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const wrap = (client: pg.PoolClient): PostgresPoolClient => {
+    const prepared = new Set<string>();
+    const query = ((text: unknown, values?: unknown[]) => {
+      if (typeof text !== "string" || !values || values.length === 0) {
+        return (client.query as (...a: unknown[]) => unknown)(text, values);
+      }
+      const name = statementName(text);
+      if (!prepared.has(name)) {
+        if (prepared.size >= MAX_PREPARED_PER_CONNECTION) return client.query(text, values);
+        prepared.add(name);
+      }
+      return client.query({ name, text, values });
+    }) as PostgresPoolClient["query"];
+    return {
+      query,
+      release: (destroy?: boolean) => client.release(destroy),
+      // Kysely reads the backend's pid to cancel a query.
+      get processID() {
+        return (client as unknown as { processID?: number }).processID;
+      },
+    } as PostgresPoolClient;
+  };
+  return {
+    options: pool.options,
+    // What Kysely connects its query cancellation with, as it would take from the pool itself.
+    Client: (pool as unknown as { Client?: PostgresPool["Client"] }).Client,
+    connect: async () => {
+      const client = await pool.connect();
+      let w = clients.get(client);
+      if (!w) {
+        w = wrap(client);
+        clients.set(client, w);
+      }
+      return w;
+    },
+    end: () => pool.end(),
+  };
+};
 
 export interface DbHandle {
   db: Kysely<Database>;
@@ -48,6 +117,8 @@ export const createDb = (connectionString: string, opts: DbOptions = {}): DbHand
   });
   // An idle client that loses its connection emits here; without a listener the process dies.
   pool.on("error", (err) => opts.onError?.(err));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: opts.preparedStatements === false ? pool : preparing(pool) }),
+  });
   return { db, pool, close: () => db.destroy() };
 };

@@ -18,6 +18,7 @@ export * from "./repositories/sandbox-specs.ts";
 export * from "./repositories/sandboxes.ts";
 export * from "./repositories/start-task-secrets.ts";
 export * from "./repositories/start-tasks.ts";
+export * from "./repositories/step-writer.ts";
 export * from "./repositories/user-secrets.ts";
 export * from "./repositories/user-settings.ts";
 export * from "./repositories/users.ts";

@@ -1,14 +1,8 @@
+import { randomUUID } from "node:crypto";
 import { RateLimitedError } from "@tern/core";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Redis } from "ioredis";
-import {
-  type RateLimiterAbstract,
-  RateLimiterMemory,
-  RateLimiterRedis,
-  RateLimiterRes,
-  RLWrapperTimeouts,
-} from "rate-limiter-flexible";
 import type { ApiConfig } from "../config.ts";
 import type { AuthEnv } from "./auth.ts";
 
@@ -40,9 +34,31 @@ export const budgetOf = (method: string, path: string): RateBudget | null => {
   return null;
 };
 
-const WINDOW_S = 60;
-/** Past this, a slow Redis counts as down for the limiter (the request is not held up for it). */
+const WINDOW_MS = 60_000;
+/** Past this, a slow Redis counts as down for the limiter (no request is held up for it longer). */
 const REDIS_TIMEOUT_MS = 500;
+/** A replica not heard from for this long no longer counts in the lease sizes. */
+const REPLICA_TTL_MS = 5_000;
+/** With Redis down, how often a request may try it again (in the background). */
+const RETRY_MS = 1_000;
+
+/**
+ * A replica's next lease of a key's window, decided in Redis from what is left now and the live
+ * replicas now (this one registered by the call): `ceil((limit - reserved) / (2 × replicas))`,
+ * never past the limit. Returns [granted, reserved in all].
+ */
+const LEASE_SCRIPT = `
+redis.call('zadd', KEYS[2], ARGV[2], ARGV[4])
+redis.call('zremrangebyscore', KEYS[2], '-inf', tonumber(ARGV[2]) - tonumber(ARGV[3]))
+redis.call('pexpire', KEYS[2], tonumber(ARGV[3]) * 2)
+local replicas = redis.call('zcard', KEYS[2])
+local limit = tonumber(ARGV[1])
+local reserved = tonumber(redis.call('get', KEYS[1]) or '0')
+local ask = math.ceil((limit - reserved) / (2 * replicas))
+if ask > 0 then reserved = redis.call('incrby', KEYS[1], ask) else ask = 0 end
+redis.call('pexpire', KEYS[1], tonumber(ARGV[5]) * 2)
+return {ask, reserved}
+`;
 
 interface Verdict {
   budget: RateBudget;
@@ -57,59 +73,171 @@ export interface RateLimiter {
   check(key: string, budget: RateBudget | null): Promise<Verdict | null>;
 }
 
-const verdictOf = (budget: RateBudget, limit: number, res: RateLimiterRes, refused: boolean): Verdict => ({
-  budget,
-  limit,
-  remaining: Math.max(0, res.remainingPoints),
-  resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
-  refused,
-});
+/** One key's budget in this replica, for the current window. */
+interface Count {
+  redisKey: string;
+  window: number;
+  /** Points reserved in Redis by all replicas, as of this replica's last reservation. */
+  reserved: number;
+  /** Points this replica reserved and has not spent yet. */
+  lease: number;
+  /** The size of the last reservation (a new one is asked for when half of it is spent). */
+  lastAsk: number;
+  /** Points this replica drew in the window: what it goes by alone while Redis is down. */
+  local: number;
+  /** A reservation under way, shared by whoever needs it. */
+  pending: Promise<void> | null;
+}
 
 /**
- * Fixed one-minute windows per key, counted in Redis (rate-limiter-flexible's RateLimiterRedis on
- * the API's own connection, keys under `REDIS_PREFIX:ratelimit:`), so every API replica draws on
- * the same budget. When Redis is down or slower than REDIS_TIMEOUT_MS, each replica counts in its
- * own memory instead (the library's insurance limiter): the limit still holds per replica, and no
- * request fails because of the limiter. Refusing everything (503) would take reads down with
- * Redis, which they do not need. Null when every limit is off (0).
+ * Fixed one-minute windows per key (aligned to the minute), drawn from leases: each replica
+ * reserves points of a key's window in Redis (INCRBY of the key's counter under
+ * `REDIS_PREFIX:ratelimit:`, one pipeline with its heartbeat as a live replica) and spends them
+ * from memory, so a request costs no Redis round trip. A lease is a share of what is left,
+ * `ceil((limit - reserved) / (2 × live replicas))`, and the next one is asked for in the
+ * background once half of it is spent; Redis grants no more than the limit in all, so the
+ * replicas together never admit more than the limit, and leave unspent at most the leases of
+ * replicas that stop drawing (smaller as the limit nears). A request waits for Redis only for
+ * the first point of a key's window on its replica (once a minute per key), or when its lease ran
+ * out before the next one came back.
+ * When Redis is down or slower than REDIS_TIMEOUT_MS, each replica counts in its own memory
+ * (fail-open to a local limit, as before: no request fails because of the limiter, reads do not
+ * need Redis), and tries Redis again in the background. Null when every limit is off (0).
  */
 export const createRateLimiter = (
   redis: Redis,
   prefix: string,
   limits: Pick<ApiConfig, "RATE_LIMIT_PER_MINUTE" | "RATE_LIMIT_STARTS_PER_MINUTE" | "RATE_LIMIT_MESSAGES_PER_MINUTE">,
+  opts: { now?: () => number } = {},
 ): RateLimiter | null => {
   const points: Record<RateBudget, number> = {
     general: limits.RATE_LIMIT_PER_MINUTE,
     starts: limits.RATE_LIMIT_STARTS_PER_MINUTE,
     messages: limits.RATE_LIMIT_MESSAGES_PER_MINUTE,
   };
-  const limiters = new Map<RateBudget, RateLimiterAbstract>();
-  for (const budget of Object.keys(points) as RateBudget[]) {
-    const n = points[budget];
-    if (n <= 0) continue;
-    const insuranceLimiter = new RateLimiterMemory({ points: n, duration: WINDOW_S });
-    const store = new RateLimiterRedis({
-      storeClient: redis,
-      keyPrefix: `${prefix}:ratelimit:${budget}`,
-      points: n,
-      duration: WINDOW_S,
-      rejectIfRedisNotReady: true,
-      insuranceLimiter,
+  if (Object.values(points).every((n) => n <= 0)) return null;
+  const now = opts.now ?? Date.now;
+  const replicaId = randomUUID();
+  const replicasKey = `${prefix}:ratelimit:replicas`;
+  const counts = new Map<string, Count>();
+  /** Redis answered the last reservation: points come from leases. */
+  let shared = true;
+  let lastTry = 0;
+
+  // Known as a live replica from the start, so the first leases of the others are sized for it.
+  const announce = () =>
+    void redis
+      .pipeline()
+      .zadd(replicasKey, now(), replicaId)
+      .pexpire(replicasKey, REPLICA_TTL_MS * 2)
+      .exec()
+      .catch(() => undefined);
+  if (redis.status === "ready") announce();
+  else redis.once("ready", announce);
+
+  const countOf = (budget: RateBudget, key: string, window: number): Count => {
+    const id = `${budget}:${key}`;
+    let c = counts.get(id);
+    if (!c || c.window !== window) {
+      if (!c) {
+        // Windows past are dropped as keys come back; a replica holds the keys of its recent callers.
+        for (const [other, o] of counts) if (o.window < window) counts.delete(other);
+      }
+      c = {
+        redisKey: `${prefix}:ratelimit:${budget}:${key}:${window}`,
+        window,
+        reserved: 0,
+        lease: 0,
+        lastAsk: 0,
+        local: 0,
+        pending: null,
+      };
+      counts.set(id, c);
+    }
+    return c;
+  };
+
+  const withTimeout = <T>(p: Promise<T>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("redis timeout")), REDIS_TIMEOUT_MS);
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      );
     });
-    limiters.set(budget, new RLWrapperTimeouts({ limiter: store, timeoutMs: REDIS_TIMEOUT_MS, insuranceLimiter }));
-  }
-  if (limiters.size === 0) return null;
+
+  /** Reserves this replica's next lease of the count's window; one pipeline, one at a time per count. */
+  const reserve = (c: Count, limit: number): Promise<void> => {
+    c.pending ??= (async () => {
+      lastTry = now();
+      if (redis.status !== "ready") {
+        shared = false;
+        return;
+      }
+      try {
+        const reply = (await withTimeout(
+          redis.eval(
+            LEASE_SCRIPT,
+            2,
+            c.redisKey,
+            replicasKey,
+            limit,
+            now(),
+            REPLICA_TTL_MS,
+            replicaId,
+            WINDOW_MS,
+          ) as Promise<[number, number]>,
+        )) ?? [0, 0];
+        const [granted, total] = reply.map(Number) as [number, number];
+        if (!Number.isFinite(granted) || !Number.isFinite(total)) throw new Error("no lease");
+        c.reserved = Math.max(c.reserved, total);
+        c.lease += granted;
+        c.lastAsk = Math.max(1, granted);
+        shared = true;
+      } catch {
+        shared = false;
+      }
+    })().finally(() => {
+      c.pending = null;
+    });
+    return c.pending;
+  };
 
   const draw = async (budget: RateBudget, key: string): Promise<Verdict | null> => {
-    const limiter = limiters.get(budget);
-    if (!limiter) return null;
-    try {
-      return verdictOf(budget, points[budget], await limiter.consume(key), false);
-    } catch (err) {
-      if (err instanceof RateLimiterRes) return verdictOf(budget, points[budget], err, true);
-      // Both Redis and the memory fallback failed: let the request through rather than fail it.
-      return null;
+    const limit = points[budget];
+    if (limit <= 0) return null;
+    const t = now();
+    const window = Math.floor(t / WINDOW_MS);
+    const c = countOf(budget, key, window);
+    const room = () => c.reserved < limit;
+    if (shared) {
+      // Waited for only when this replica has no point of the key left and Redis may have some
+      // (again, a few times, when requests waiting with this one took the whole lease).
+      for (let i = 0; i < 3 && shared && c.lease === 0 && (c.lastAsk === 0 || room()); i++) await reserve(c, limit);
+    } else if (t - lastTry >= RETRY_MS) {
+      void reserve(c, limit);
     }
+    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - t) / 1000));
+    let allowed: boolean;
+    let remaining: number;
+    if (shared && c.lastAsk > 0) {
+      allowed = c.lease > 0;
+      if (allowed) c.lease--;
+      remaining = limit - (Math.min(c.reserved, limit) - c.lease);
+      // The next lease, asked for before this one runs out: no request waits for it.
+      if (c.lease <= c.lastAsk / 2 && room() && !c.pending) void reserve(c, limit);
+    } else {
+      allowed = c.local < limit;
+      remaining = limit - c.local - (allowed ? 1 : 0);
+    }
+    if (allowed) c.local++;
+    return { budget, limit, remaining: Math.max(0, remaining), resetSeconds, refused: !allowed };
   };
 
   return {

@@ -10,6 +10,7 @@ import { type Kysely, sql, type Transaction } from "kysely";
 import type { Database } from "../schema.ts";
 import { eventsRepository } from "./events.ts";
 import { emptyMetrics, type MetricsChange, metricsChange } from "./metrics.ts";
+import { stepWriterOf } from "./step-writer.ts";
 
 export type { MetricsChange } from "./metrics.ts";
 
@@ -76,9 +77,11 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
   /**
    * One agent step's writes: its events, in order, and the LLM usage it adds to the conversation's
    * metrics, all or nothing. The lease is checked by the append statement itself, under the row
-   * lock its update of the conversation takes, so a step is one round trip and one commit (one
-   * row lock, one multi-row insert, one last_seq update; one NOTIFY at commit). A superseded
-   * attempt's step writes nothing, metrics included (RunLeaseLostError).
+   * lock its update of the conversation takes (one row lock, one multi-row insert, one last_seq
+   * update; one NOTIFY at commit). The steps of all the process's runs that arrive together share
+   * one statement and one commit (group commit, step-writer.ts); each caller resumes once its own
+   * step is committed. A superseded attempt's step writes nothing, metrics included
+   * (RunLeaseLostError), and its neighbours in the group commit all the same.
    */
   const appendStep = async (
     lease: RunLease,
@@ -86,11 +89,21 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
     opts: { maxEvents?: number; metrics?: MetricsChange } = {},
   ): Promise<{ events: StoredEvent[]; metrics: ConversationMetrics }> => {
     if (drafts.length === 0) throw new Error("a step appends at least one event");
-    const done = await eventsRepository(db).appendGuarded(lease.conversationId, drafts, {
-      lease,
-      maxEvents: opts.maxEvents,
-      metrics: opts.metrics && metricsChange(opts.metrics),
-    });
+    // Outside a transaction, through the process's group commit (step-writer.ts): the same
+    // guards, checked per step, with the steps of every run that arrive meanwhile in one commit.
+    const done = db.isTransaction
+      ? await eventsRepository(db).appendGuarded(lease.conversationId, drafts, {
+          lease,
+          maxEvents: opts.maxEvents,
+          metrics: opts.metrics && metricsChange(opts.metrics),
+        })
+      : await stepWriterOf(db).write({
+          conversationId: lease.conversationId,
+          lease,
+          drafts,
+          maxEvents: opts.maxEvents,
+          metrics: opts.metrics,
+        });
     if (done) return { events: done.events, metrics: { ...emptyMetrics, ...done.metrics } };
     // Refused: say why. A lost lease never comes back (attempts only grow), and events only
     // accumulate, so what this read finds is why the statement wrote nothing.
