@@ -77,6 +77,10 @@ export const conversationStartProcessor =
       // Before any stage is entered: the status the task was left in by the attempt before this one.
       const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
       const sandbox = await stage("WAITING_FOR_SANDBOX", () => acquireSandbox(ctx, freshName));
+      if (task.kind === "sandbox") {
+        await finishSandboxStart(ctx, current as { stage: StartTaskStatus; started: number } | null);
+        return;
+      }
       const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox));
       await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace));
       const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace));
@@ -126,6 +130,20 @@ export const conversationStartProcessor =
       throw err;
     }
   };
+
+/**
+ * A sandbox's own start (POST /api/v1/sandboxes) ends READY once its sandbox runs: no repository,
+ * no conversation. Its SandboxInfo reads RUNNING from then on.
+ */
+const finishSandboxStart = async (ctx: StartContext, last: { stage: StartTaskStatus; started: number } | null) => {
+  const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;
+  if (!(await startTasksRepository(ctx.deps.db).markReady(ctx.task.id, ctx.attempt, null, finished))) {
+    throw new LostOwnership(ctx.task.id);
+  }
+  if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
+  metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
+  ctx.log.info({ stage_ms: finished?.ms }, "sandbox start ready");
+};
 
 /**
  * After BullMQ gave up on a start job (a user error, or attempts spent): the task ends in ERROR,

@@ -19,6 +19,7 @@ import * as m0090 from "./20261123_0090_sealed_session_keys.ts";
 import * as m0091 from "./20261123_0091_plaintext_session_key_idx.ts";
 import * as m0100 from "./20261127_0100_confirmation_mode.ts";
 import * as m0110 from "./20261127_0110_user_mcp_config.ts";
+import * as m0230 from "./20261128_0230_sandbox_starts.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -42,4 +43,5 @@ export const migrations: Record<string, Migration> = {
   "20261123_0091_plaintext_session_key_idx": m0091,
   "20261127_0100_confirmation_mode": m0100,
   "20261127_0110_user_mcp_config": m0110,
+  "20261128_0230_sandbox_starts": m0230,
 };
