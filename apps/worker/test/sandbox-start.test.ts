@@ -162,7 +162,8 @@ describe("POST /api/v1/sandboxes", () => {
     expect(((await unknown.json()) as { detail: string }).detail).toBeTruthy();
 
     // Another sandbox's key (the same owner's), the owner's API key, no key: 401, on the settings and on the agent server.
-    for (const headers of [{ "x-session-api-key": keyB }, withKey(user.key), {}]) {
+    const refusedKeys: Record<string, string>[] = [{ "x-session-api-key": keyB }, withKey(user.key), {}];
+    for (const headers of refusedKeys) {
       expect((await settings(a.id, "/secrets", headers)).status).toBe(401);
       expect((await settings(a.id, "/secrets/DEPLOY_TOKEN", headers)).status).toBe(401);
     }

@@ -17,12 +17,9 @@ const route = createRoute({
     "for idleness or for age like every sandbox.",
   request: {
     query: z.object({
-      sandbox_spec_id: z
-        .string()
-        .optional()
-        .openapi({
-          description: "An id of GET /api/v1/sandbox-specs; only the first (SANDBOX_IMAGE) starts new sandboxes",
-        }),
+      sandbox_spec_id: z.string().optional().openapi({
+        description: "An id of GET /api/v1/sandbox-specs; only the first (SANDBOX_IMAGE) starts new sandboxes",
+      }),
     }),
   },
   responses: {
