@@ -103,6 +103,8 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
     prepare: emptyWorkspaceWarmUp(),
     // A sandbox's labels are fixed when it is made: the sandboxes row says whose it is now.
     onClaim: async (info, owner) => {
+      // A row the API wrote already (POST /api/v1/sandboxes) takes the warm sandbox's name.
+      if (await sandboxesRepository(db).adoptWarm(owner.sandboxId, info.name, engineId)) return;
       await sandboxesRepository(db).upsert({
         id: owner.sandboxId,
         name: info.name,

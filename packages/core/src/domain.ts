@@ -76,7 +76,11 @@ export interface StartTask {
   stageDurations: Record<string, number>;
   createdAt: string;
   updatedAt: string;
+  /** "sandbox": it makes a sandbox without a conversation (POST /api/v1/sandboxes), READY once that runs. */
+  kind?: StartTaskKind;
 }
+
+export type StartTaskKind = "conversation" | "sandbox";
 
 export interface Skill {
   name: string;
@@ -187,6 +191,8 @@ export interface Sandbox {
 export interface OwnedSandbox extends Sandbox {
   /** Sealed as Conversation.sealedSessionApiKey is. */
   sealedSessionApiKey: string | null;
+  /** The sandbox's own session key (a sandbox made by POST /api/v1/sandboxes), sealed under its id. */
+  sealedSandboxSessionApiKey?: string | null;
 }
 
 /** An image this deployment offers for sandboxes (OpenHands' SandboxSpecInfo). */

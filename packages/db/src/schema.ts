@@ -83,6 +83,8 @@ export interface StartTasksTable {
   setup_output: ColumnType<string | null, string | null | undefined, string | null>;
   /** Each stage the task entered, with its time (migration 0300): `[{status, at}]`. */
   stage_history: ColumnType<{ status: string; at: string }[], string | undefined, string>;
+  /** 'sandbox': the task makes a sandbox without a conversation (migration 0230). */
+  kind: ColumnType<string, string | undefined, string>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -154,6 +156,9 @@ export interface SandboxesTable {
   engine_id: ColumnType<string | null, string | null | undefined, string | null>;
   /** Marked MISSING because its engine was lost (migration 0070). */
   engine_lost_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** A sandbox made by POST /api/v1/sandboxes: its own session key, hashed and sealed (migration 0230). */
+  session_api_key_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  session_api_key_sealed: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Each sandbox engine's last sign of life, from its workers' heartbeat (migration 0070). */

@@ -3378,6 +3378,186 @@ export interface paths {
             };
         };
         put?: never;
+        /**
+         * Start a sandbox without a conversation (OpenHands' start_sandbox)
+         * @description Answered at once with the sandbox STARTING; a worker makes it (a warm one when it has one) and it turns RUNNING, with its own `session_api_key` and its agent server in `exposed_urls` (AGENT_SERVER). Poll GET /api/v1/sandboxes?id=. It counts against MAX_SANDBOXES_PER_USER and MAX_STARTS_IN_FLIGHT_PER_USER, and is removed by DELETE, for idleness or for age like every sandbox.
+         */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description An id of GET /api/v1/sandbox-specs; only the first (SANDBOX_IMAGE) starts new sandboxes */
+                    sandbox_spec_id?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Starting */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SandboxInfo"];
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The job queue is unreachable */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sandboxes/{id}/settings/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The names (and descriptions) of the sandbox owner's secrets, for its session key */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The secrets' names; values by GET .../secrets/{name} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            secrets: {
+                                name: string;
+                                description: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description No session key, or not this sandbox's (another sandbox's key, an API key) */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sandboxes/{id}/settings/secrets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One secret's value, as plain text, for the sandbox's session key */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    name: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The value */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/plain": string;
+                    };
+                };
+                /** @description No session key, or not this sandbox's (another sandbox's key, an API key) */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The owner has no secret of that name */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;

@@ -22,6 +22,7 @@ export * from "./queue-availability.ts";
 export * from "./quotas.ts";
 export * from "./read-models.ts";
 export * from "./sandbox-specs.ts";
+export * from "./sandbox-start.ts";
 export * from "./sandboxes.ts";
 export * from "./secrets.ts";
 export * from "./settings.ts";

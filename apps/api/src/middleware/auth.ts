@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ForbiddenError, hashApiKey, UnauthorizedError } from "@tern/core";
 import { apiKeysRepository, conversationsRepository } from "@tern/db";
+import { sandboxOfSessionKey } from "@tern/services";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
@@ -191,9 +192,27 @@ export const optionalPrincipal = async (c: Context, deps: ApiDeps, keyUsage: Key
   }
 };
 
+/** A sandbox's settings routes (routes/sandboxes/settings-secrets.ts): its session key, not an API key. */
+const SANDBOX_SETTINGS_PATH = /^\/api\/v1\/sandboxes\/[^/]+\/settings(\/|$)/;
+
+const sessionKeyHeader = (c: Context): string | null => c.req.header("x-session-api-key")?.trim() || null;
+
 /** Authenticates every request of the routes it guards and sets `principal`. */
 export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
   createMiddleware<AuthEnv>(async (c, next) => {
+    if (SANDBOX_SETTINGS_PATH.test(c.req.path)) {
+      // A sandbox's settings: its session key only, and only for that sandbox (the owner is the caller).
+      const sandbox = await sandboxOfSessionKey(deps, c.req.path.split("/")[4] ?? "", sessionKeyHeader(c));
+      const userId = sandbox.userId as string;
+      c.set("principal", {
+        kind: "session",
+        userId,
+        isAdmin: false,
+        conversationId: sandbox.conversationId ?? sandbox.id,
+      });
+      await next();
+      return;
+    }
     const principal = await resolvePrincipal(c, deps, keyUsage);
     if (principal.kind === "session" && !sessionMayCall(c.req.method, c.req.path)) {
       throw unauthorized(

@@ -96,6 +96,12 @@ export const toConversationRecord = (c: Conversation, urls: RecordUrls, box: Sec
  * OpenHands clears them otherwise. Sandboxes publish no ports: the one URL exposed is its agent
  * server's (AGENT_SERVER), which this API serves, on the port that URL is reached on.
  */
+/** A sandbox's session key: its own (made by POST /api/v1/sandboxes), else its conversation's. */
+const sessionKeyOf = (s: OwnedSandbox, box: SecretBox): string | null => {
+  if (s.sealedSandboxSessionApiKey) return openSessionApiKey(box, s.id, s.sealedSandboxSessionApiKey);
+  return s.conversationId ? openSessionApiKey(box, s.conversationId, s.sealedSessionApiKey) : null;
+};
+
 export const toSandboxRecord = (s: OwnedSandbox, box: SecretBox, urls: RecordUrls): SandboxRecord => {
   const agentServerUrl = agentServerUrlOf(urls, s.id);
   return {
@@ -103,10 +109,7 @@ export const toSandboxRecord = (s: OwnedSandbox, box: SecretBox, urls: RecordUrl
     created_by_user_id: hexOrNull(s.userId),
     sandbox_spec_id: s.image,
     status: s.status,
-    session_api_key:
-      s.status === "RUNNING" && s.conversationId
-        ? openSessionApiKey(box, s.conversationId, s.sealedSessionApiKey)
-        : null,
+    session_api_key: s.status === "RUNNING" ? sessionKeyOf(s, box) : null,
     exposed_urls:
       s.status === "RUNNING" ? [{ name: "AGENT_SERVER", url: agentServerUrl, port: portOf(agentServerUrl) }] : null,
     created_at: s.createdAt,

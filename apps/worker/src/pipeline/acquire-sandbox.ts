@@ -25,7 +25,13 @@ export const acquireSandbox = async (
 
   const found = await sandboxes.findByTask(task.id);
   let row: { id: string; name: string } | null = found;
-  if (found && found.engineId !== deps.engineId) {
+  // A sandbox's own start (POST /api/v1/sandboxes) finds the row the API wrote, not made yet: it
+  // takes a warm sandbox all the same on its first attempt (a later one may find its container made).
+  const unmade = found !== null && task.kind === "sandbox" && found.ref === null && ctx.attempt === 1;
+  if (found && found.engineId === null && found.ref === null && deps.engineId) {
+    // Written by the API, which knows no engine: recorded on this one now.
+    await sandboxes.update(found.id, { engineId: deps.engineId });
+  } else if (found && found.engineId !== deps.engineId) {
     // An earlier attempt made the sandbox on another engine (its worker died and this one took the
     // job over): this worker cannot reach it, so the start makes it again here, every stage anew.
     // The row says where it is now; the other engine's janitor removes the container left there.
@@ -37,9 +43,9 @@ export const acquireSandbox = async (
   }
   let ref: SandboxRef | null = null;
   let emptyWorkspaceReady = false;
-  if (!row && deps.pool && !snapshotImage) {
+  if ((!row || unmade) && deps.pool && !snapshotImage) {
     // The pool's onClaim records the sandboxes row (this id, this task) before the claim returns.
-    const sandboxId = newId();
+    const sandboxId = row?.id ?? newId();
     const warm = await deps.pool.claim({ taskId: task.id, sandboxId });
     metrics.poolClaims.inc({ result: warm ? "hit" : "miss" });
     if (warm) {

@@ -139,6 +139,10 @@ export const conversationStartProcessor =
           },
         },
       );
+      if (task.kind === "sandbox") {
+        await finishSandboxStart(ctx, current as { stage: StartTaskStatus; started: number } | null);
+        return;
+      }
       const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox, snapshot));
       // Without a repository the next three stages have nothing to do: written with the one after them.
       const idle = { skipWrite: !workspace.repository };
@@ -191,6 +195,20 @@ export const conversationStartProcessor =
       throw err;
     }
   };
+
+/**
+ * A sandbox's own start (POST /api/v1/sandboxes) ends READY once its sandbox runs: no repository,
+ * no conversation. Its SandboxInfo reads RUNNING from then on.
+ */
+const finishSandboxStart = async (ctx: StartContext, last: { stage: StartTaskStatus; started: number } | null) => {
+  const finished = last ? { stage: last.stage, ms: Date.now() - last.started } : undefined;
+  if (!(await startTasksRepository(ctx.deps.db).markReady(ctx.task.id, ctx.attempt, null, finished))) {
+    throw new LostOwnership(ctx.task.id);
+  }
+  if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
+  metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
+  ctx.log.info({ stage_ms: finished?.ms }, "sandbox start ready");
+};
 
 /**
  * After BullMQ gave up on a start job (a user error, or attempts spent): the task ends in ERROR,

@@ -22,6 +22,7 @@ import { finishFailedStart } from "./conversation-start.ts";
  * a container this young between its create and the commit of the rows that own it.
  */
 const RECONCILE_GRACE_MS = 10_000;
+const LIVE_STATUSES = new Set(["STARTING", "RUNNING", "PAUSED"]);
 
 export interface JanitorReport {
   removedContainers: string[];
@@ -60,6 +61,8 @@ const orphanReason = async (deps: WorkerDeps, c: SandboxInfo): Promise<string | 
   const task = taskId ? await startTasksRepository(deps.db).get(taskId) : null;
   if (task && !isTerminalStartTaskStatus(task.status)) return null;
   if (task?.status === "ERROR") return "start failed";
+  // A sandbox made on its own (POST /api/v1/sandboxes) has no conversation: its row says whether it lives.
+  if (task?.kind === "sandbox" && row && LIVE_STATUSES.has(row.status)) return null;
   const conversation = conversationId ? await conversationsRepository(deps.db).get(conversationId) : null;
   if (conversation) return null;
   if (task) return "conversation gone";

@@ -21,6 +21,7 @@ import * as m0100 from "./20261127_0100_confirmation_mode.ts";
 import * as m0110 from "./20261127_0110_user_mcp_config.ts";
 import * as m0210 from "./20261128_0210_agent_server_conversations.ts";
 import * as m0220 from "./20261128_0220_bash_events.ts";
+import * as m0230 from "./20261128_0230_sandbox_starts.ts";
 import * as m0300 from "./20261128_0300_warm_claim.ts";
 import * as m0320 from "./20261128_0320_repo_snapshots.ts";
 
@@ -48,6 +49,7 @@ export const migrations: Record<string, Migration> = {
   "20261127_0110_user_mcp_config": m0110,
   "20261128_0210_agent_server_conversations": m0210,
   "20261128_0220_bash_events": m0220,
+  "20261128_0230_sandbox_starts": m0230,
   "20261128_0300_warm_claim": m0300,
   "20261128_0320_repo_snapshots": m0320,
 };

@@ -1,4 +1,11 @@
-import { newId, type OwnedSandbox, type Sandbox, type SandboxStatus } from "@tern/core";
+import {
+  hashApiKey,
+  newId,
+  type OwnedSandbox,
+  type Sandbox,
+  type SandboxStatus,
+  type StoredSessionApiKey,
+} from "@tern/core";
 import { type ExpressionBuilder, type Kysely, type Selectable, sql, type Transaction } from "kysely";
 import type { Database, SandboxesTable } from "../schema.ts";
 
@@ -54,18 +61,40 @@ const ownerOf = (startTaskId: string | null, conversationId: string | null) =>
     (select user_id from conversations where id = ${conversationId}::uuid)
   )`;
 
-// Reads by the owner carry the conversation's session key (SandboxInfo.session_api_key).
+// Reads by the owner carry the session key (SandboxInfo.session_api_key): the sandbox's own, or its conversation's.
 const ownedQuery = (db: Kysely<Database>) =>
   db
     .selectFrom("sandboxes")
     .leftJoin("conversations", "conversations.id", "sandboxes.conversation_id")
     .selectAll("sandboxes")
-    .select("conversations.session_api_key_sealed");
+    .select("conversations.session_api_key_sealed as conversation_key_sealed");
 
-const toOwned = (r: Selectable<SandboxesTable> & { session_api_key_sealed: string | null }): OwnedSandbox => ({
+const toOwned = (r: Selectable<SandboxesTable> & { conversation_key_sealed: string | null }): OwnedSandbox => ({
   ...toSandbox(r),
-  sealedSessionApiKey: r.session_api_key_sealed,
+  sealedSessionApiKey: r.conversation_key_sealed,
+  sealedSandboxSessionApiKey: r.session_api_key_sealed,
 });
+
+/**
+ * The sandboxes the janitor may retire: a conversation's (joined as `c`), or one made on its own by
+ * POST /api/v1/sandboxes once its start is READY (no conversation: idle since it last changed).
+ * A conversation's start in flight has no conversation yet either, and is never one of them.
+ */
+const retirableQuery = (db: Kysely<Database>) =>
+  db
+    .selectFrom("sandboxes as s")
+    .leftJoin("conversations as c", "c.id", "s.conversation_id")
+    .leftJoin("start_tasks as t", "t.id", "s.start_task_id")
+    .where((eb) =>
+      eb.or([
+        eb("c.id", "is not", null),
+        eb.and([eb("s.conversation_id", "is", null), eb("t.kind", "=", "sandbox"), eb("t.status", "=", "READY")]),
+      ]),
+    )
+    .where("c.active_run_id", "is", null);
+
+/** When a retirable sandbox was last active: its conversation's last event, or its own last change. */
+const lastActiveOf = sql<string>`coalesce(c.last_event_at, c.created_at, s.updated_at)`;
 
 export const sandboxesRepository = (db: Kysely<Database>) => ({
   /** Idempotent by name: a second call for the same sandbox returns the first row. */
@@ -79,6 +108,8 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
     status?: SandboxStatus;
     /** The engine that holds it (drivers with affinity). */
     engineId?: string | null;
+    /** A sandbox made on its own (POST /api/v1/sandboxes): its session key, hashed and sealed. */
+    sessionApiKey?: StoredSessionApiKey;
   }): Promise<Sandbox> {
     const startTaskId = input.startTaskId ?? null;
     const conversationId = input.conversationId ?? null;
@@ -93,11 +124,39 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
         conversation_id: conversationId,
         status: input.status ?? "STARTING",
         engine_id: input.engineId ?? null,
+        session_api_key_hash: input.sessionApiKey?.hash ?? null,
+        session_api_key_sealed: input.sessionApiKey?.sealed ?? null,
       })
       .onConflict((oc) => oc.column("name").doNothing())
       .execute();
     const row = await db.selectFrom("sandboxes").selectAll().where("name", "=", input.name).executeTakeFirstOrThrow();
     return toSandbox(row);
+  },
+
+  /**
+   * The warm sandbox a start claimed, for a row recorded before it was made (POST /api/v1/sandboxes
+   * writes its sandbox's row at once): the row takes the warm container's name, by which the
+   * janitor and the pool know it is claimed. False when no such row is waiting (insert one instead).
+   */
+  async adoptWarm(id: string, name: string, engineId: string | null): Promise<boolean> {
+    const res = await db
+      .updateTable("sandboxes")
+      .set({ name, engine_id: engineId, engine_lost_at: null, updated_at: sql<string>`clock_timestamp()` })
+      .where("id", "=", id)
+      .where("ref", "is", null)
+      .where("status", "=", "STARTING")
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  },
+
+  /** The sandbox whose own session key `key` is (SHA-256 lookup); null for any other key. */
+  async findBySessionKey(key: string): Promise<Sandbox | null> {
+    const row = await db
+      .selectFrom("sandboxes")
+      .selectAll()
+      .where("session_api_key_hash", "=", hashApiKey(key))
+      .executeTakeFirst();
+    return row ? toSandbox(row) : null;
   },
 
   async get(id: string): Promise<Sandbox | null> {
@@ -207,33 +266,26 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
   },
 
   /**
-   * RUNNING sandboxes of conversations with no run and no event since `before`, longest idle
+   * RUNNING sandboxes with no run and no activity since `before` (retirableQuery), longest idle
    * first (sandboxes_live_idx: only live sandboxes are read).
    */
   async listIdle(before: Date, engineId: string | null, limit = 100): Promise<RetirableSandbox[]> {
-    const lastActive = sql<string>`coalesce(c.last_event_at, c.created_at)`;
-    const rows = await db
-      .selectFrom("sandboxes as s")
-      .innerJoin("conversations as c", "c.id", "s.conversation_id")
+    const rows = await retirableQuery(db)
       .select(["s.id", "s.ref", "s.name", "s.conversation_id"])
       .where("s.status", "=", "RUNNING")
-      .where("c.active_run_id", "is", null)
-      .where(lastActive, "<", before.toISOString())
+      .where(lastActiveOf, "<", before.toISOString())
       .where(onEngine(engineId))
-      .orderBy(lastActive)
+      .orderBy(lastActiveOf)
       .limit(limit)
       .execute();
     return rows.map((r) => ({ sandboxId: r.id, conversationId: r.conversation_id ?? "", ref: r.ref ?? r.name }));
   },
 
-  /** Live sandboxes of conversations, created before `before` and with no run, oldest first. */
+  /** Live retirable sandboxes (retirableQuery), created before `before` and with no run, oldest first. */
   async listAged(before: Date, engineId: string | null, limit = 100): Promise<RetirableSandbox[]> {
-    const rows = await db
-      .selectFrom("sandboxes as s")
-      .innerJoin("conversations as c", "c.id", "s.conversation_id")
+    const rows = await retirableQuery(db)
       .select(["s.id", "s.ref", "s.name", "s.conversation_id"])
       .where("s.status", "in", LIVE)
-      .where("c.active_run_id", "is", null)
       .where("s.created_at", "<", before.toISOString())
       .where(onEngine(engineId))
       .orderBy("s.created_at")
@@ -243,24 +295,32 @@ export const sandboxesRepository = (db: Kysely<Database>) => ({
   },
 
   /**
-   * Inside a transaction: locks the sandbox and its conversation if they still qualify (in one of
-   * `statuses`, no run holding the conversation, idle since `idleBefore` or created before
-   * `createdBefore` when given). Holding the conversation row keeps a run from beginning (it
-   * locks the same row) until the janitor has done its work and committed. False: leave it.
+   * Inside a transaction: locks the sandbox and its conversation (if it has one) if they still
+   * qualify (in one of `statuses`, no run holding the conversation, idle since `idleBefore` or
+   * created before `createdBefore` when given). Holding the conversation row keeps a run from
+   * beginning (it locks the same row) until the janitor has done its work and committed. False:
+   * leave it. The conversation is locked by a second statement (an outer join's nullable side
+   * cannot be locked), which checks it again once it holds it.
    */
   async lockRetirable(sandboxId: string, when: RetireCondition): Promise<boolean> {
-    let q = db
-      .selectFrom("sandboxes as s")
-      .innerJoin("conversations as c", "c.id", "s.conversation_id")
-      .select("s.id")
+    let q = retirableQuery(db)
+      .select(["s.id", "s.conversation_id"])
       .where("s.id", "=", sandboxId)
-      .where("s.status", "in", when.statuses)
+      .where("s.status", "in", when.statuses);
+    if (when.idleBefore) q = q.where(lastActiveOf, "<", when.idleBefore.toISOString());
+    if (when.createdBefore) q = q.where("s.created_at", "<", when.createdBefore.toISOString());
+    const sandbox = await q.forUpdate("s").executeTakeFirst();
+    if (!sandbox) return false;
+    if (sandbox.conversation_id === null) return true;
+    let c = db
+      .selectFrom("conversations as c")
+      .select("c.id")
+      .where("c.id", "=", sandbox.conversation_id)
       .where("c.active_run_id", "is", null);
     if (when.idleBefore) {
-      q = q.where(sql<string>`coalesce(c.last_event_at, c.created_at)`, "<", when.idleBefore.toISOString());
+      c = c.where(sql<string>`coalesce(c.last_event_at, c.created_at)`, "<", when.idleBefore.toISOString());
     }
-    if (when.createdBefore) q = q.where("s.created_at", "<", when.createdBefore.toISOString());
-    return (await q.forUpdate().executeTakeFirst()) !== undefined;
+    return (await c.forUpdate().executeTakeFirst()) !== undefined;
   },
 
   /** Paused by the janitor for idleness: PAUSED, and the next run may resume it. */

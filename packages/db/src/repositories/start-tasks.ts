@@ -1,4 +1,4 @@
-import { newId, type StartRequest, type StartTask, type StartTaskStatus } from "@tern/core";
+import { newId, type StartRequest, type StartTask, type StartTaskKind, type StartTaskStatus } from "@tern/core";
 import { type Kysely, type Selectable, sql, type UpdateObject } from "kysely";
 import type { Database, StartTasksTable } from "../schema.ts";
 import { writeStartTaskStatusOutbox } from "./webhooks.ts";
@@ -20,6 +20,7 @@ export const toStartTask = (r: Selectable<StartTasksTable>): StartTask => ({
   stageDurations: r.stage_durations,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
+  kind: r.kind === "sandbox" ? "sandbox" : "conversation",
 });
 
 const TERMINAL = ["READY", "ERROR"] as const;
@@ -94,7 +95,8 @@ export const startTasksRepository = (db: Kysely<Database>) => {
   };
 
   const filtered = (userId: string, f: StartTaskFilter) => {
-    let q = db.selectFrom("start_tasks").where("user_id", "=", userId);
+    // A sandbox's own start (POST /api/v1/sandboxes) is no conversation's: the start-task routes never list it.
+    let q = db.selectFrom("start_tasks").where("user_id", "=", userId).where("kind", "=", "conversation");
     if (f.conversationId !== undefined) q = q.where("app_conversation_id", "=", f.conversationId);
     if (f.createdAtGte !== undefined) q = q.where("created_at", ">=", sql<string>`${f.createdAtGte}::timestamptz`);
     if (f.createdAtLt !== undefined) q = q.where("created_at", "<", sql<string>`${f.createdAtLt}::timestamptz`);
@@ -104,11 +106,16 @@ export const startTasksRepository = (db: Kysely<Database>) => {
   };
 
   return {
-    async create(userId: string, request: StartRequest, id: string = newId()): Promise<StartTask> {
+    async create(
+      userId: string,
+      request: StartRequest,
+      id: string = newId(),
+      kind: StartTaskKind = "conversation",
+    ): Promise<StartTask> {
       return inTransaction(db, async (trx) => {
         const row = await trx
           .insertInto("start_tasks")
-          .values({ id, user_id: userId, status: "WORKING", request: JSON.stringify(request) })
+          .values({ id, user_id: userId, status: "WORKING", request: JSON.stringify(request), kind })
           .returningAll()
           .executeTakeFirstOrThrow();
         await writeStartTaskStatusOutbox(trx, row);
@@ -121,7 +128,10 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       return row ? toStartTask(row) : null;
     },
 
-    /** The caller's tasks among `ids` (any order); foreign and unknown ids are simply absent. */
+    /**
+     * The caller's tasks among `ids` (any order); foreign and unknown ids are simply absent, and so
+     * are sandboxes' own starts (kind "sandbox"), which are no conversation's.
+     */
     async findForUser(userId: string, ids: string[]): Promise<StartTask[]> {
       if (ids.length === 0) return [];
       const rows = await db
@@ -129,6 +139,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
         .selectAll()
         .where("user_id", "=", userId)
         .where("id", "in", ids)
+        .where("kind", "=", "conversation")
         .execute();
       return rows.map(toStartTask);
     },
@@ -229,7 +240,13 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       return fencedUpdate(id, attempt, { sandbox_id: sandboxId });
     },
 
-    markReady(id: string, attempt: number, conversationId: string, finished?: FinishedStage): Promise<boolean> {
+    markReady(
+      id: string,
+      attempt: number,
+      /** Null for a sandbox's own start (kind "sandbox"), which makes no conversation. */
+      conversationId: string | null,
+      finished?: FinishedStage,
+    ): Promise<boolean> {
       return fencedUpdate(id, attempt, {
         status: "READY",
         app_conversation_id: conversationId,

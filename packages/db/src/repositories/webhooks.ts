@@ -64,6 +64,8 @@ export const writeStartTaskStatusOutbox = async (
   trx: Kysely<Database>,
   task: Selectable<StartTasksTable>,
 ): Promise<void> => {
+  // A sandbox's own start (POST /api/v1/sandboxes) is no conversation's: no start-task webhook tells of it.
+  if (task.kind === "sandbox") return;
   const data = {
     id: toHexId(task.id),
     status: task.status,

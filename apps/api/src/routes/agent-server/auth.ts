@@ -35,8 +35,9 @@ export interface AgentCaller {
 
 /**
  * Authenticates `key` for the agent server of the sandbox `rawSandboxId` names:
- * - a session key is accepted only by its own conversation's sandbox; another sandbox's is 401,
- *   whether or not that sandbox exists (the key says which sandbox it opens, nothing else);
+ * - a session key is accepted only by its own conversation's sandbox, and a sandbox's own key
+ *   (POST /api/v1/sandboxes) only by that sandbox; another sandbox's is 401, whether or not that
+ *   sandbox exists (the key says which sandbox it opens, nothing else);
  * - an owner's API key opens any sandbox of that owner; a sandbox that is unknown or another
  *   user's is 404 alike.
  */
@@ -54,6 +55,16 @@ export const authenticateAgentKey = async (
     return {
       sandbox: { sandboxId, userId: conversation.userId, via: "session_key", conversationId: conversation.id },
       principal: { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id },
+    };
+  }
+  const own = await sandboxesRepository(deps.db).findBySessionKey(key);
+  if (own) {
+    // A sandbox made on its own (POST /api/v1/sandboxes): its key opens that sandbox only. It draws
+    // on the limiter as `session:<sandbox id>`, a budget of its own like a conversation key's.
+    if (sandboxId === null || own.id !== sandboxId || !own.userId) throw agentUnauthorized();
+    return {
+      sandbox: { sandboxId, userId: own.userId, via: "session_key", conversationId: own.conversationId },
+      principal: { kind: "session", userId: own.userId, isAdmin: false, conversationId: own.conversationId ?? own.id },
     };
   }
   const principal = await principalOfApiKey(deps, keyUsage, key);

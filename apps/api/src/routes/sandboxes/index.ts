@@ -5,6 +5,8 @@ import { registerDeleteSandbox } from "./delete.ts";
 import { registerPauseSandbox } from "./pause.ts";
 import { registerResumeSandbox } from "./resume.ts";
 import { registerSearchSandboxes } from "./search.ts";
+import { registerSandboxSettingsSecrets } from "./settings-secrets.ts";
+import { registerStartSandbox } from "./start.ts";
 
 /**
  * /api/v1/sandboxes (OpenHands' SandboxInfo): listings from Postgres; pause, resume and removal as
@@ -16,6 +18,8 @@ export const sandboxRoutes = (deps: ApiDeps) => {
   // The static path first, so /sandboxes/{id} routes never see "search" as an id.
   registerSearchSandboxes(router, deps);
   registerBatchGetSandboxes(router, deps);
+  registerStartSandbox(router, deps);
+  registerSandboxSettingsSecrets(router, deps);
   registerPauseSandbox(router, deps);
   registerResumeSandbox(router, deps);
   registerDeleteSandbox(router, deps);

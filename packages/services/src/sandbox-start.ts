@@ -1,0 +1,114 @@
+import {
+  generateSessionApiKey,
+  newId,
+  type OwnedSandbox,
+  parseId,
+  type Sandbox,
+  type SecretBox,
+  sealSessionApiKey,
+  toHexId,
+  UnauthorizedError,
+  ValidationError,
+} from "@tern/core";
+import { conversationsRepository, sandboxesRepository, startTasksRepository, userSecretsRepository } from "@tern/db";
+import { enqueue } from "@tern/queue";
+import type { ServiceDeps } from "./deps.ts";
+import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
+import { assertStartAllowed } from "./quotas.ts";
+import { userSecretContext } from "./secrets.ts";
+
+/** The name of a sandbox made on its own: fixed when its row is written, unique as every sandbox's. */
+const sandboxNameOf = (sandboxId: string) => `tern-sandbox-${toHexId(sandboxId)}`;
+
+/**
+ * A sandbox without a conversation (POST /api/v1/sandboxes, as OpenHands' app server makes one for
+ * `OpenHandsCloudWorkspace`): a start task of kind "sandbox", which a worker takes through the one
+ * stage a conversation's start begins with (WAITING_FOR_SANDBOX: a warm sandbox when the pool has
+ * one) and then ends READY. So it is counted against the user's quotas, retried when its worker
+ * dies, swept by the janitor when its job is lost, and cleaned up when it fails, exactly as every
+ * start. The sandbox's row is written here, STARTING, with its own session key (hashed and sealed
+ * as the conversations' are), so the caller gets its id and key at once.
+ * `specId` is an image of GET /api/v1/sandbox-specs; only SANDBOX_IMAGE (what workers make) starts.
+ */
+export const startSandbox = async (
+  deps: Pick<ServiceDeps, "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits"> & {
+    secretBox: SecretBox;
+    sandboxImage: string;
+  },
+  userId: string,
+  specId: string | null,
+): Promise<OwnedSandbox> => {
+  if (specId !== null && specId !== deps.sandboxImage) {
+    throw new ValidationError(`sandbox_spec_id: new sandboxes run ${deps.sandboxImage} only`, [
+      { field: "sandbox_spec_id", in: "query", message: `new sandboxes run ${deps.sandboxImage} only` },
+    ]);
+  }
+  assertQueueReady(deps);
+  const sandboxId = newId();
+  const key = sealSessionApiKey(deps.secretBox, sandboxId, generateSessionApiKey());
+  return deps.db.transaction().execute(async (trx) => {
+    await assertStartAllowed(trx, userId, deps.limits);
+    const task = await startTasksRepository(trx).create(userId, {}, newId(), "sandbox");
+    await sandboxesRepository(trx).upsert({
+      id: sandboxId,
+      name: sandboxNameOf(sandboxId),
+      image: deps.sandboxImage,
+      startTaskId: task.id,
+      status: "STARTING",
+      sessionApiKey: key,
+    });
+    await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: task.id }), {
+      task_id: task.id,
+      sandbox_id: sandboxId,
+    });
+    const [owned] = await sandboxesRepository(trx).findForUser(userId, [sandboxId]);
+    if (!owned) throw new Error(`sandbox ${sandboxId} was not recorded`);
+    return owned;
+  });
+};
+
+const unauthorized = () => new UnauthorizedError("Unauthorized");
+
+/**
+ * The sandbox `rawSandboxId` names, when `key` is a session key of THAT sandbox: its own (a sandbox
+ * made by POST /api/v1/sandboxes), or that of the conversation it runs. Any other key, and a
+ * sandbox that is gone, is 401 alike: a key opens its own sandbox's settings and nothing else.
+ */
+export const sandboxOfSessionKey = async (
+  deps: Pick<ServiceDeps, "db">,
+  rawSandboxId: string,
+  key: string | null,
+): Promise<Sandbox> => {
+  const sandboxId = parseId(rawSandboxId);
+  if (!key || sandboxId === null) throw unauthorized();
+  let sandbox = await sandboxesRepository(deps.db).findBySessionKey(key);
+  if (!sandbox) {
+    const conversation = await conversationsRepository(deps.db).findBySessionKey(key);
+    sandbox = conversation?.sandboxId ? await sandboxesRepository(deps.db).get(conversation.sandboxId) : null;
+  }
+  if (!sandbox || sandbox.id !== sandboxId || !sandbox.userId) throw unauthorized();
+  if (sandbox.status === "MISSING" || sandbox.status === "ERROR") throw unauthorized();
+  return sandbox;
+};
+
+/** The user's secrets by name, with their descriptions (never their values). */
+export const sandboxSecretNames = async (
+  deps: Pick<ServiceDeps, "db">,
+  userId: string,
+): Promise<{ name: string; description: string | null }[]> =>
+  (await userSecretsRepository(deps.db).list(userId)).map((s) => ({ name: s.name, description: s.description }));
+
+/** One secret's value, or null when the user has none of that name (or it no longer opens). */
+export const sandboxSecretValue = async (
+  deps: Pick<ServiceDeps, "db"> & { secretBox: SecretBox },
+  userId: string,
+  name: string,
+): Promise<string | null> => {
+  const secret = await userSecretsRepository(deps.db).get(userId, name);
+  if (!secret) return null;
+  try {
+    return deps.secretBox.open(secret.sealedValue, userSecretContext(userId, name));
+  } catch {
+    return null;
+  }
+};
