@@ -24,8 +24,11 @@ const env = (id: string, poolSize: number) => ({
   POOL_ORPHAN_GRACE_MS: "1000",
 });
 
+const REPO = "acme/redis-loss";
+
 beforeAll(async () => {
   h = await createStartHarness();
+  await h.git.createFixtureRepo(REPO, { "README.md": "redis loss\n" });
   api = await h.startApi();
   ({ key } = await h.newUser());
 });
@@ -59,7 +62,9 @@ const waitForAgedPool = async (owner: string, n: number) =>
 const startConversations = async (n: number): Promise<string[]> => {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
-    const res = await h.post(api, key, { title: `redis-loss ${i}` });
+    // With a repository: such a start goes through the queue (a warm claim in the API serves only
+    // starts without one), which is what losing Redis's data can take.
+    const res = await h.post(api, key, { title: `redis-loss ${i}`, selected_repository: REPO });
     expect(res.status).toBeLessThan(300);
     ids.push(uuidOf(((await res.json()) as { id: string }).id));
   }
