@@ -22,6 +22,7 @@ import * as m0110 from "./20261127_0110_user_mcp_config.ts";
 import * as m0210 from "./20261128_0210_agent_server_conversations.ts";
 import * as m0220 from "./20261128_0220_bash_events.ts";
 import * as m0300 from "./20261128_0300_warm_claim.ts";
+import * as m0340 from "./20261128_0340_warm_claim_function.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -48,4 +49,5 @@ export const migrations: Record<string, Migration> = {
   "20261128_0210_agent_server_conversations": m0210,
   "20261128_0220_bash_events": m0220,
   "20261128_0300_warm_claim": m0300,
+  "20261128_0340_warm_claim_function": m0340,
 };

@@ -52,6 +52,13 @@ export const startTaskSortKey = (t: StartTask, order: StartTaskSortOrder): strin
 const addDuration = (finished?: { stage: string; ms: number }) =>
   sql<string>`stage_durations || ${finished ? JSON.stringify({ [finished.stage]: finished.ms }) : "{}"}::jsonb`;
 
+/**
+ * stage_history with `status` entered now (tern_iso: the API's timestamp format), in the write
+ * that enters it: the queue path keeps the same history a warm claim writes, at no extra round trip.
+ */
+const enterHistory = (status: string) =>
+  sql<string>`stage_history || jsonb_build_array(jsonb_build_object('status', ${status}::text, 'at', tern_iso(clock_timestamp())))`;
+
 export const startTasksRepository = (db: Kysely<Database>) => {
   /**
    * The one write path of a running start: it only lands while `attempt` (the fencing token)
@@ -63,7 +70,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       return inTransaction(db, async (trx) => {
         const row = await trx
           .updateTable("start_tasks")
-          .set({ ...set, updated_at: sql<string>`clock_timestamp()` })
+          .set({ ...set, stage_history: enterHistory(String(set.status)), updated_at: sql<string>`clock_timestamp()` })
           .where("id", "=", id)
           .where("attempt", "=", attempt)
           .where("status", "not in", TERMINAL)
@@ -98,7 +105,13 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       return inTransaction(db, async (trx) => {
         const row = await trx
           .insertInto("start_tasks")
-          .values({ id, user_id: userId, status: "WORKING", request: JSON.stringify(request) })
+          .values({
+            id,
+            user_id: userId,
+            status: "WORKING",
+            request: JSON.stringify(request),
+            stage_history: sql<string>`jsonb_build_array(jsonb_build_object('status', 'WORKING', 'at', tern_iso(now())))`,
+          })
           .returningAll()
           .executeTakeFirstOrThrow();
         await writeStartTaskStatusOutbox(trx, row);
@@ -280,7 +293,12 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       return inTransaction(db, async (trx) => {
         let q = trx
           .updateTable("start_tasks")
-          .set({ status: "ERROR", detail, updated_at: sql<string>`clock_timestamp()` })
+          .set({
+            status: "ERROR",
+            detail,
+            stage_history: enterHistory("ERROR"),
+            updated_at: sql<string>`clock_timestamp()`,
+          })
           .where("id", "=", id)
           .where("status", "not in", TERMINAL);
         if (attempt !== undefined) q = q.where("attempt", "=", attempt);
