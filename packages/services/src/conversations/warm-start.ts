@@ -178,5 +178,6 @@ export const claimWarmStartFast = async (
     return null;
   }
   metrics.poolClaims.inc({ result: "hit" });
+  metrics.eventsAppended.inc(initial ? 2 : 1);
   return { task: out.task, outboxId: out.outboxId };
 };
