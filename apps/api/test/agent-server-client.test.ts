@@ -31,10 +31,22 @@ afterAll(async () => {
   await llm?.close();
 });
 
-const runClient = (args: string[]) =>
+const TIMEOUT_MS = scaled(300_000);
+
+/** The client, stopped at `deadlineMs` if still running, so a stuck step fails showing how far it got. */
+const runClient = (args: string[], deadlineMs: number) =>
   new Promise<{ code: number | null; lines: Record<string, unknown>[]; output: string }>((resolve) => {
-    const child = spawn("python3", [CLIENT, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("python3", [CLIENT, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      // Each step's own wait, well inside the test's.
+      env: { ...process.env, CLIENT_TIMEOUT_SECONDS: String(Math.round(deadlineMs / 4000)) },
+    });
     let output = "";
+    const deadline = setTimeout(() => {
+      output += `\n[test] client still running after ${deadlineMs} ms: stopped\n`;
+      child.kill("SIGTERM");
+    }, deadlineMs);
+    child.on("exit", () => clearTimeout(deadline));
     child.stdout.on("data", (d) => {
       output += d;
     });
@@ -51,7 +63,7 @@ const runClient = (args: string[]) =>
   });
 
 describe("OpenHands' SDK clients against the agent server", () => {
-  it("run a workspace and a conversation from sandbox creation to deletion", { timeout: scaled(300_000) }, async () => {
+  it("run a workspace and a conversation from sandbox creation to deletion", { timeout: TIMEOUT_MS }, async () => {
     const { key } = await stack.newUser();
     // The agent's run: one terminal call, then its answer.
     llm.pushFor(
@@ -59,18 +71,21 @@ describe("OpenHands' SDK clients against the agent server", () => {
       { toolCalls: [{ name: "terminal", arguments: { command: "echo agent-was-here", security_risk: "LOW" } }] },
       { text: "hello from the scripted model" },
     );
-    const { code, lines, output } = await runClient([
-      "--url",
-      stack.api.url,
-      "--api-key",
-      key,
-      "--llm-base-url",
-      llm.openaiBaseUrl,
-      "--llm-model",
-      "gpt-4o",
-      "--marker",
-      MARKER,
-    ]);
+    const { code, lines, output } = await runClient(
+      [
+        "--url",
+        stack.api.url,
+        "--api-key",
+        key,
+        "--llm-base-url",
+        llm.openaiBaseUrl,
+        "--llm-model",
+        "gpt-4o",
+        "--marker",
+        MARKER,
+      ],
+      TIMEOUT_MS - 15_000,
+    );
     expect(code, output).toBe(0);
     const steps = lines.map((l) => l.step);
     expect(steps).toEqual([

@@ -26,10 +26,18 @@ export const assertStartAllowed = async (
 ): Promise<void> => {
   if (!limits || (!limits.maxSandboxesPerUser && !limits.maxStartsInFlightPerUser)) return;
   await usersRepository(trx).lockForQuota(userId);
-  const held = await startTasksRepository(trx).countHeldByUser(userId);
-  const inFlight = limits.maxStartsInFlightPerUser;
+  const err = startQuotaError(await startTasksRepository(trx).countHeldByUser(userId), limits);
+  if (err) throw err;
+};
+
+/** The refusal of a start by what the user holds (null: within the quotas); the warm claim counts in SQL. */
+export const startQuotaError = (
+  held: { startsInFlight: number; liveSandboxes: number },
+  limits: TenantLimits | undefined,
+): QuotaExceededError | null => {
+  const inFlight = limits?.maxStartsInFlightPerUser;
   if (inFlight && held.startsInFlight >= inFlight) {
-    throw new QuotaExceededError(
+    return new QuotaExceededError(
       `Quota MAX_STARTS_IN_FLIGHT_PER_USER reached: ${held.startsInFlight} of ${inFlight} starts are still in progress; ` +
         "wait until one is READY or ERROR",
       "MAX_STARTS_IN_FLIGHT_PER_USER",
@@ -37,9 +45,9 @@ export const assertStartAllowed = async (
       START_RETRY_AFTER_S,
     );
   }
-  const sandboxes = limits.maxSandboxesPerUser;
+  const sandboxes = limits?.maxSandboxesPerUser;
   if (sandboxes && held.liveSandboxes >= sandboxes) {
-    throw new QuotaExceededError(
+    return new QuotaExceededError(
       `Quota MAX_SANDBOXES_PER_USER reached: ${held.liveSandboxes} of ${sandboxes} sandboxes are live ` +
         "(starting, running or paused); delete a conversation (DELETE /api/v1/app-conversations/{id}) to free one",
       "MAX_SANDBOXES_PER_USER",
@@ -47,6 +55,7 @@ export const assertStartAllowed = async (
       SANDBOX_RETRY_AFTER_S,
     );
   }
+  return null;
 };
 
 /** Inside the key's transaction: refuses a key beyond MAX_KEYS_PER_USER live ones (serialised per user). */

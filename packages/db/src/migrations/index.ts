@@ -24,6 +24,7 @@ import * as m0220 from "./20261128_0220_bash_events.ts";
 import * as m0230 from "./20261128_0230_sandbox_starts.ts";
 import * as m0300 from "./20261128_0300_warm_claim.ts";
 import * as m0320 from "./20261128_0320_repo_snapshots.ts";
+import * as m0340 from "./20261128_0340_warm_claim_function.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -52,4 +53,5 @@ export const migrations: Record<string, Migration> = {
   "20261128_0230_sandbox_starts": m0230,
   "20261128_0300_warm_claim": m0300,
   "20261128_0320_repo_snapshots": m0320,
+  "20261128_0340_warm_claim_function": m0340,
 };

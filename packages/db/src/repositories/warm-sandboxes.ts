@@ -1,5 +1,7 @@
+import type { StartRequest, StartTask } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
-import type { Database, WarmSandboxesTable } from "../schema.ts";
+import type { Database, StartTasksTable, WarmSandboxesTable } from "../schema.ts";
+import { toStartTask } from "./start-tasks.ts";
 
 /** A warm sandbox as its row says (issue 23 §1). */
 export interface WarmSandbox {
@@ -220,3 +222,86 @@ export const agentRunOutboxRepository = (db: Kysely<Database>) => ({
     });
   },
 });
+
+/** What the one-round-trip warm claim (`tern_warm_claim`, migration 20261128_0340) is given. */
+export interface WarmClaimInput {
+  userId: string;
+  taskId: string;
+  conversationId: string;
+  /** The request as the task keeps it. */
+  request: StartRequest;
+  spec: string;
+  /** MAX_STARTS_IN_FLIGHT_PER_USER / MAX_SANDBOXES_PER_USER; absent or 0: not checked. */
+  maxInFlight?: number;
+  maxSandboxes?: number;
+  title: string;
+  sessionKey: { hash: string; sealed: string };
+  /** The request's model (else the user's setting, else the row's). */
+  llmModel: string | null;
+  selectedBranch: string | null;
+  gitProvider: string | null;
+  trigger: string | null;
+  prNumber: number[];
+  parentConversationId: string | null;
+  public: boolean | null;
+  agentType: string;
+  /** Paragraphs appended to the row's system prompt (plan mode, system_message_suffix). */
+  promptSuffixes: string[];
+  systemEventId: string;
+  /** The initial message's MessageEvent payload (masked); null: no message, no run. */
+  userMessage: { id: string; payload: unknown } | null;
+}
+
+export type WarmClaimOutcome =
+  | { outcome: "hit"; task: StartTask; outboxId: string | null; engineId: string | null }
+  | { outcome: "miss" }
+  | { outcome: "quota"; startsInFlight: number; liveSandboxes: number };
+
+/**
+ * Issue 23 §1, the API's warm claim in one round trip: quotas (the user's row locked), a row of the
+ * spec (FOR UPDATE SKIP LOCKED), the task READY with its stage history, its sandbox, the
+ * conversation, its first events, the run's outbox entry and the webhook outbox, all in one
+ * statement (the function's one transaction). A miss or a quota writes nothing.
+ */
+export const claimWarmStartAtOnce = async (db: Kysely<Database>, input: WarmClaimInput): Promise<WarmClaimOutcome> => {
+  const p = {
+    user_id: input.userId,
+    task_id: input.taskId,
+    conversation_id: input.conversationId,
+    request: input.request,
+    spec: input.spec,
+    fresh_secs: WARM_ROW_FRESH_MS / 1000,
+    max_in_flight: input.maxInFlight ?? null,
+    max_sandboxes: input.maxSandboxes ?? null,
+    title: input.title,
+    session_key_hash: input.sessionKey.hash,
+    session_key_sealed: input.sessionKey.sealed,
+    llm_model: input.llmModel,
+    selected_branch: input.selectedBranch,
+    git_provider: input.gitProvider,
+    trigger: input.trigger,
+    pr_number: input.prNumber,
+    parent_conversation_id: input.parentConversationId,
+    public: input.public,
+    agent_type: input.agentType,
+    prompt_suffixes: input.promptSuffixes,
+    system_event_id: input.systemEventId,
+    user_event_id: input.userMessage?.id ?? null,
+    user_message: input.userMessage?.payload ?? null,
+  };
+  const r = await sql<{
+    claim: Record<string, unknown>;
+  }>`select tern_warm_claim(${JSON.stringify(p)}::jsonb) as claim`.execute(db);
+  const claim = r.rows[0]?.claim;
+  if (!claim) throw new Error("tern_warm_claim returned nothing");
+  if (claim.outcome === "miss") return { outcome: "miss" };
+  if (claim.outcome === "quota") {
+    return { outcome: "quota", startsInFlight: Number(claim.in_flight), liveSandboxes: Number(claim.live) };
+  }
+  return {
+    outcome: "hit",
+    task: toStartTask(claim.task as Selectable<StartTasksTable>),
+    outboxId: claim.outbox_id == null ? null : String(claim.outbox_id),
+    engineId: (claim.engine_id as string | null) ?? null,
+  };
+};

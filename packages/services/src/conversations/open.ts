@@ -27,7 +27,7 @@ import type { Kysely } from "kysely";
 import { maskMessageContent } from "../secrets.ts";
 
 /** What `agent_type: plan` adds to the system prompt (OpenHands gives its plan agent planning tools). */
-const PLAN_AGENT_INSTRUCTION =
+export const PLAN_AGENT_INSTRUCTION =
   "You are in planning mode: study the workspace and answer with a plan (write it to PLAN.md). " +
   "Do not change any other file.";
 

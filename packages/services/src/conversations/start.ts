@@ -7,7 +7,13 @@ import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
 import { assertMessageSize, assertStartAllowed } from "../quotas.ts";
 import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "../secrets.ts";
 import { assertModelAllowed } from "../settings.ts";
-import { claimWarmStart, isWarmClaimable, relayClaimedRun, type WarmStartDeps } from "./warm-start.ts";
+import {
+  claimWarmStart,
+  claimWarmStartFast,
+  isWarmClaimable,
+  relayClaimedRun,
+  type WarmStartDeps,
+} from "./warm-start.ts";
 
 /**
  * What the start request means before the task is written: a parent of the caller's (404
@@ -87,11 +93,23 @@ export const startConversation = async (
   // Fail fast while the connection is down, rather than holding a transaction open for the timeout.
   assertQueueReady(deps);
   const resolved = await resolveStartRequest(deps, userId, request);
+  // Issue 23 §1: a start that needs no repository takes a warm row and answers READY. Without
+  // secrets of its own, in one round trip (tern_warm_claim: quotas, row, task, conversation,
+  // events, outboxes); a fresh row proves a worker alive, so the worker directory is read only on
+  // a miss. A miss wrote nothing, and the start goes on to the queue as before.
+  let warmMissed = false;
+  if (deps.warmSpec && !withSecrets && isWarmClaimable(resolved)) {
+    const claimed = await claimWarmStartFast(deps, userId, resolved, deps.warmSpec);
+    if (claimed) {
+      if (claimed.outboxId) void relayClaimedRun(deps, claimed.outboxId);
+      return claimed.task;
+    }
+    warmMissed = true;
+  }
   // Accepted all the same (a worker may come), but not silently: the task says what it waits for.
   const noWorker = await noWorkerAlive(deps);
-  // Issue 23 §1: a start that needs no repository takes a warm row in this same transaction and
-  // answers READY; with none free (or a repository to clone) it goes on to the queue as before.
-  const warmSpec = !noWorker && isWarmClaimable(resolved) ? deps.warmSpec : undefined;
+  // A start with secrets claims a warm row inside the transaction that seals them.
+  const warmSpec = !noWorker && !warmMissed && isWarmClaimable(resolved) ? deps.warmSpec : undefined;
   const outcome = await deps.db.transaction().execute(async (trx) => {
     await assertStartAllowed(trx, userId, deps.limits);
     const created = await startTasksRepository(trx).create(userId, resolved);

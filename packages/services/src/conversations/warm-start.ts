@@ -1,16 +1,26 @@
 import {
+  issueSessionApiKey,
   metrics,
+  newEvent,
   newId,
   type StartRequest,
   type StartTask,
   type StartTaskStatus,
   type SystemPromptTool,
+  toHexId,
 } from "@tern/core";
-import { agentRunOutboxRepository, type Database, startTasksRepository, warmSandboxesRepository } from "@tern/db";
+import {
+  agentRunOutboxRepository,
+  claimWarmStartAtOnce,
+  type Database,
+  startTasksRepository,
+  warmSandboxesRepository,
+} from "@tern/db";
 import { enqueueAgentRun } from "@tern/queue";
 import type { Kysely } from "kysely";
 import type { ServiceDeps } from "../deps.ts";
-import { openConversation } from "./open.ts";
+import { startQuotaError } from "../quotas.ts";
+import { openConversation, PLAN_AGENT_INSTRUCTION } from "./open.ts";
 
 /** What the API's warm claim needs besides the services' own deps. */
 export interface WarmStartDeps {
@@ -113,3 +123,61 @@ export const relayClaimedRun = (deps: Pick<ServiceDeps, "db" | "queues" | "logge
       () => undefined,
       (err: unknown) => deps.logger.warn({ err, outbox_id: outboxId }, "agent run left to the outbox relay"),
     );
+
+/**
+ * Issue 23 §1 in one round trip (`tern_warm_claim`): what `claimWarmStart` does inside the start's
+ * transaction, and the transaction itself (quotas, task, outbox), as one statement. For a start
+ * whose request is already resolved and masked and that carries no secrets of its own (those are
+ * sealed apart in the start's transaction: that start takes the transaction path). The message is
+ * stored as given: the caller masked it with every secret the conversation will have (the user's).
+ * Null on a miss, having written nothing (the caller goes to the queue); a quota refusal throws.
+ */
+export const claimWarmStartFast = async (
+  deps: Pick<ServiceDeps, "db" | "secretBox" | "limits">,
+  userId: string,
+  request: StartRequest,
+  spec: string,
+): Promise<{ task: StartTask; outboxId: string | null } | null> => {
+  const secretBox = deps.secretBox;
+  if (!secretBox) return null;
+  const conversationId = request.conversation_id ?? newId();
+  const initial = request.initial_message;
+  const out = await claimWarmStartAtOnce(deps.db, {
+    userId,
+    taskId: newId(),
+    conversationId,
+    request,
+    spec,
+    maxInFlight: deps.limits?.maxStartsInFlightPerUser,
+    maxSandboxes: deps.limits?.maxSandboxesPerUser,
+    title: request.title ?? `Conversation ${toHexId(conversationId).slice(0, 5)}`,
+    sessionKey: issueSessionApiKey(secretBox, conversationId).stored,
+    llmModel: request.llm_model ?? null,
+    selectedBranch: request.selected_branch ?? null,
+    gitProvider: request.git_provider ?? null,
+    trigger: request.trigger ?? null,
+    prNumber: request.pr_number ?? [],
+    parentConversationId: request.parent_conversation_id ?? null,
+    public: request.public ?? null,
+    agentType: request.agent_type ?? "default",
+    promptSuffixes: [
+      ...(request.agent_type === "plan" ? [PLAN_AGENT_INSTRUCTION] : []),
+      ...(request.system_message_suffix ? [request.system_message_suffix] : []),
+    ],
+    systemEventId: newId(),
+    // A warm sandbox has no skills, so no skill is triggered by the message.
+    userMessage: initial ? { id: newId(), payload: newEvent.userMessage(initial.content, []).payload } : null,
+  });
+  if (out.outcome === "quota") {
+    const err = startQuotaError(out, deps.limits);
+    if (!err) throw new Error("tern_warm_claim refused a start within the quotas");
+    throw err;
+  }
+  if (out.outcome === "miss") {
+    metrics.poolClaims.inc({ result: "miss" });
+    return null;
+  }
+  metrics.poolClaims.inc({ result: "hit" });
+  metrics.eventsAppended.inc(initial ? 2 : 1);
+  return { task: out.task, outboxId: out.outboxId };
+};
