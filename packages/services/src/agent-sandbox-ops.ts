@@ -48,7 +48,7 @@ const isAbort = (err: unknown) => err instanceof Error && (err.name === "Timeout
  */
 export const callAgentOps = async (
   deps: WorkerReadDeps,
-  sandbox: Sandbox,
+  sandbox: Pick<Sandbox, "id" | "engineId">,
   op: AgentOp,
   params: { commandId?: string },
   query: Record<string, string | undefined>,
@@ -180,29 +180,66 @@ export const finishOrphanedCommands = async (deps: WorkerReadDeps, sandboxId: st
   return finished;
 };
 
+/** The last output of a command as the worker stored it (apps/worker's StoredLastOutput). */
+interface WorkerLastOutput {
+  id: string;
+  timestamp: string;
+  order: number;
+  exitCode: number | null;
+  stdout: string | null;
+  stderr: string | null;
+}
+
 /**
  * Stores the command and has a worker run it. `wait`: resolves once it finished (its last output
- * stored). A worker that cannot be reached leaves the command ended with an error exit, not running.
+ * stored), with that output when the worker said what it stored (null: read it back). A worker
+ * that cannot be reached leaves the command ended with an error exit, not running.
+ * The sandbox's state is checked in the statement that stores the command (one round trip).
  */
 export const startAgentBashCommand = async (
   deps: WorkerReadDeps,
   sandboxId: string,
   request: ExecuteBashRequest,
   opts: { wait?: boolean } = {},
-): Promise<BashCommandRow> => {
-  const sandbox = await runningAgentSandbox(deps, sandboxId);
+): Promise<{ command: BashCommandRow; last: BashEventJson | null }> => {
   const repo = bashEventsRepository(deps.db);
-  const command = await repo.insertCommand({ id: randomUUID(), sandboxId: sandbox.id, ...request });
+  const id = parseId(sandboxId);
+  const stored = id ? await repo.insertCommandIfRunning({ id: randomUUID(), sandboxId: id, ...request }) : null;
+  if (!stored?.command) {
+    // Not stored: the one rule says why (404, 409 while paused or starting, 410 once gone).
+    await runningAgentSandbox(deps, sandboxId);
+    throw new UnavailableError("The sandbox is not running; try again shortly");
+  }
+  const command = stored.command;
+  const sandbox = { id: command.sandboxId, engineId: stored.engineId };
+  let last: BashEventJson | null = null;
   try {
     const res = await callAgentOps(deps, sandbox, "bash", { commandId: command.id }, opts.wait ? { wait: "1" } : {}, {
       method: "POST",
       ...(opts.wait ? { timeoutMs: (request.timeout + 60) * 1000 } : {}),
     });
-    await res.body?.cancel();
+    if (opts.wait) {
+      const body = (await res.json().catch(() => null)) as { last?: WorkerLastOutput | null } | null;
+      const out = body?.last;
+      if (out) {
+        last = bashEventJson({
+          kind: "BashOutput",
+          id: out.id,
+          position: "",
+          sandboxId: command.sandboxId,
+          timestamp: new Date(out.timestamp),
+          commandId: command.id,
+          order: out.order,
+          exitCode: out.exitCode,
+          stdout: out.stdout,
+          stderr: out.stderr,
+        });
+      }
+    } else await res.body?.cancel();
   } catch (err) {
     // A worker that died under a waited command: the orphan rule ends it; anything else ends it now.
-    if (!opts.wait || !(await finishOrphanedCommands(deps, sandbox.id))) {
-      await repo.appendOutput(sandbox.id, {
+    if (!opts.wait || !(await finishOrphanedCommands(deps, command.sandboxId))) {
+      await repo.appendOutput(command.sandboxId, {
         id: randomUUID(),
         commandId: command.id,
         order: (await repo.lastOrder(command.id)) + 1,
@@ -213,7 +250,7 @@ export const startAgentBashCommand = async (
     }
     if (!opts.wait) throw err;
   }
-  return command;
+  return { command, last };
 };
 
 export interface BashSearch {
