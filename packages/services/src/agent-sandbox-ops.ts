@@ -12,9 +12,8 @@ import {
   UnavailableError,
 } from "@tern/core";
 import { type BashCommandRow, type BashEventRow, bashEventsRepository, sandboxesRepository } from "@tern/db";
-import { liveWorkers } from "@tern/queue";
+import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
-import { workersFor } from "./worker-access.ts";
 
 /**
  * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox (issue 21), served from
@@ -55,52 +54,95 @@ export const callAgentOps = async (
   init: { method?: "GET" | "POST"; body?: ReadableStream<Uint8Array>; timeoutMs?: number; stream?: boolean } = {},
 ): Promise<Response> => {
   const path = agentOpsPath(op, { sandboxId: sandbox.id, ...params }, query);
-  const candidates = await workersFor(deps, sandbox);
   const timeoutMs = init.timeoutMs ?? deps.workerAccess.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  for (const worker of init.body ? candidates.slice(0, 1) : candidates) {
-    const headersOnly = init.stream || init.body ? new AbortController() : null;
-    const timer = headersOnly
-      ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
-      : undefined;
-    let res: Response;
-    try {
-      res = await fetch(new URL(path, worker.url), {
-        method: init.method ?? "GET",
-        headers: {
-          authorization: `Bearer ${deps.workerAccess.token}`,
-          ...(init.body ? { "content-type": "application/octet-stream" } : {}),
-        },
-        ...(init.body ? { body: init.body, duplex: "half" } : {}),
-        signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
-      } as RequestInit);
-    } catch (err) {
-      if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
-      // An upload's own refusal (over the cap) aborts the body: that error is the one to answer.
-      const cause = (err as { cause?: unknown }).cause;
-      if (isDomainError(cause)) throw cause;
-      if (isDomainError(err)) throw err;
-      deps.logger.warn({ err, worker_id: worker.workerId }, "worker unreachable; trying another");
-      continue;
-    } finally {
-      clearTimeout(timer);
+  // A streamed body can be sent once: one worker, from a fresh look at the directory. Otherwise the
+  // directory as read within WORKERS_CACHE_MS first, then (every one of those unreachable) afresh.
+  const tried = new Set<string>();
+  for (const fresh of init.body ? [true] : [false, true]) {
+    const candidates = (await workersOf(deps, sandbox, fresh)).filter((w) => !tried.has(w.workerId));
+    for (const worker of init.body ? candidates.slice(0, 1) : candidates) {
+      tried.add(worker.workerId);
+      const headersOnly = init.stream || init.body ? new AbortController() : null;
+      const timer = headersOnly
+        ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
+        : undefined;
+      let res: Response;
+      try {
+        res = await fetch(new URL(path, worker.url), {
+          method: init.method ?? "GET",
+          headers: {
+            authorization: `Bearer ${deps.workerAccess.token}`,
+            ...(init.body ? { "content-type": "application/octet-stream" } : {}),
+          },
+          ...(init.body ? { body: init.body, duplex: "half" } : {}),
+          signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
+        } as RequestInit);
+      } catch (err) {
+        if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
+        // An upload's own refusal (over the cap) aborts the body: that error is the one to answer.
+        const cause = (err as { cause?: unknown }).cause;
+        if (isDomainError(cause)) throw cause;
+        if (isDomainError(err)) throw err;
+        forgetWorkers(deps);
+        deps.logger.warn({ err, worker_id: worker.workerId }, "worker unreachable; trying another");
+        continue;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (res.ok) return res;
+      const body = (await res.json().catch(() => null)) as {
+        error?: { code?: unknown; message?: string; details?: unknown };
+      } | null;
+      const message = body?.error?.message ?? `the worker answered ${res.status}`;
+      if (res.status === 401) {
+        deps.logger.error(
+          { worker_id: worker.workerId },
+          "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
+        );
+        continue;
+      }
+      const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
+      if (domain) throw domain;
+      throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
     }
-    if (res.ok) return res;
-    const body = (await res.json().catch(() => null)) as {
-      error?: { code?: unknown; message?: string; details?: unknown };
-    } | null;
-    const message = body?.error?.message ?? `the worker answered ${res.status}`;
-    if (res.status === 401) {
-      deps.logger.error(
-        { worker_id: worker.workerId },
-        "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
-      );
-      continue;
-    }
-    const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
-    if (domain) throw domain;
-    throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
   }
   throw new UnavailableError("No worker is reachable to serve the sandbox; try again shortly");
+};
+
+/**
+ * How long this process reuses its read of the worker directory (two Redis round trips per
+ * command otherwise). A worker gone since is found unreachable, and the directory read afresh.
+ */
+const WORKERS_CACHE_MS = 1_000;
+const workersCache = new WeakMap<object, { at: number; workers: Promise<WorkerEndpoint[]> }>();
+
+const forgetWorkers = (deps: Pick<WorkerReadDeps, "redis">) => workersCache.delete(deps.redis);
+
+/** The workers that can serve the sandbox, in the order to try them (workersFor), maybe from the cache. */
+const workersOf = async (
+  deps: WorkerReadDeps,
+  sandbox: Pick<Sandbox, "engineId">,
+  fresh: boolean,
+): Promise<WorkerEndpoint[]> => {
+  const now = Date.now();
+  let entry = workersCache.get(deps.redis);
+  if (fresh || !entry || now - entry.at > WORKERS_CACHE_MS) {
+    const workers = liveWorkers(deps.redis, deps.workerAccess.prefix);
+    entry = { at: now, workers };
+    workersCache.set(deps.redis, entry);
+    workers.catch(() => forgetWorkers(deps));
+  }
+  const live = await entry.workers;
+  return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
+};
+
+const shuffled = <T>(items: T[]): T[] => {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -204,7 +246,11 @@ export const startAgentBashCommand = async (
 ): Promise<{ command: BashCommandRow; last: BashEventJson | null }> => {
   const repo = bashEventsRepository(deps.db);
   const id = parseId(sandboxId);
-  const stored = id ? await repo.insertCommandIfRunning({ id: randomUUID(), sandboxId: id, ...request }) : null;
+  // A waited command is answered only after its last output's synchronous commit, which flushes
+  // this one too; a command answered at once (start_bash_command) is flushed before its answer.
+  const stored = id
+    ? await repo.insertCommandIfRunning({ id: randomUUID(), sandboxId: id, ...request }, { flushedLater: !!opts.wait })
+    : null;
   if (!stored?.command) {
     // Not stored: the one rule says why (404, 409 while paused or starting, 410 once gone).
     await runningAgentSandbox(deps, sandboxId);

@@ -168,22 +168,29 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
      * path of execute_bash_command): the sandbox's status and engine are read in it. `command`
      * is null when the sandbox is not running (nothing written; `status` says why) and the whole
      * answer null when there is no such sandbox.
+     * `flushedLater`: the commit does not wait for the WAL flush (synchronous_commit off, for this
+     * statement only), for a caller that answers only after a later synchronous commit (the
+     * command's last output), which flushes this one with it: durable before anyone is answered.
      */
-    async insertCommandIfRunning(c: {
-      id: string;
-      sandboxId: string;
-      command: string;
-      cwd: string | null;
-      timeout: number;
-      timestamp?: Date;
-    }): Promise<{ status: string; engineId: string | null; command: BashCommandRow | null } | null> {
+    async insertCommandIfRunning(
+      c: {
+        id: string;
+        sandboxId: string;
+        command: string;
+        cwd: string | null;
+        timeout: number;
+        timestamp?: Date;
+      },
+      opts: { flushedLater?: boolean } = {},
+    ): Promise<{ status: string; engineId: string | null; command: BashCommandRow | null } | null> {
       const at = c.timestamp ?? new Date();
       const result = await sql<{ status: string; engine_id: string | null; position: string | null }>`
         with s as (select id, status, engine_id from sandboxes where id = ${c.sandboxId}::uuid),
+        cfg as (select set_config('synchronous_commit', ${opts.flushedLater ? "off" : "on"}, true)),
         ins as (
           insert into bash_events (id, sandbox_id, kind, "timestamp", command, cwd, timeout)
           select ${c.id}::uuid, s.id, 'BashCommand', ${at}::timestamptz, ${c.command}::text, ${c.cwd}::text, ${c.timeout}::int
-          from s where s.status = 'RUNNING'
+          from s cross join cfg where s.status = 'RUNNING'
           returning position)
         select s.status, s.engine_id, ins.position from s left join ins on true`.execute(db);
       const row = result.rows[0];
@@ -215,6 +222,9 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
      * three): the sandbox as it is and its conversation's workspace directory (null: no
      * conversation), and the command taken (null: no such unfinished command of this sandbox, or
      * the sandbox is not RUNNING, in which case nothing is written). Null when there is no sandbox.
+     * Its commit does not wait for the WAL flush (synchronous_commit off, this statement only): the
+     * mark only tells the orphan rule which worker runs the command; lost in a Postgres crash, the
+     * command reads as never taken and that rule still ends it.
      */
     async dispatchInSandbox(
       sandboxId: string,
@@ -234,10 +244,12 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
         with s as (
           select s.*, c.workspace_dir from sandboxes s left join conversations c on c.id = s.conversation_id
           where s.id = ${sandboxId}::uuid),
+        cfg as (select set_config('synchronous_commit', 'off', true) as v),
         d as (
           update bash_events set worker_id = ${workerId}, dispatched_at = ${at}::timestamptz
           where id = ${commandId}::uuid and kind = 'BashCommand' and finished_at is null
             and sandbox_id = ${sandboxId}::uuid and exists (select 1 from s where s.status = 'RUNNING')
+            and exists (select 1 from cfg where v is not null)
           returning position, "timestamp", command, cwd, timeout)
         select s.*, d.position as c_position, d."timestamp" as c_timestamp, d.command as c_command,
           d.cwd as c_cwd, d.timeout as c_timeout
