@@ -12,9 +12,8 @@ import {
   UnavailableError,
 } from "@tern/core";
 import { type BashCommandRow, type BashEventRow, bashEventsRepository, sandboxesRepository } from "@tern/db";
-import { liveWorkers } from "@tern/queue";
+import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
-import { workersFor } from "./worker-access.ts";
 
 /**
  * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox (issue 21), served from
@@ -48,59 +47,102 @@ const isAbort = (err: unknown) => err instanceof Error && (err.name === "Timeout
  */
 export const callAgentOps = async (
   deps: WorkerReadDeps,
-  sandbox: Sandbox,
+  sandbox: Pick<Sandbox, "id" | "engineId">,
   op: AgentOp,
   params: { commandId?: string },
   query: Record<string, string | undefined>,
   init: { method?: "GET" | "POST"; body?: ReadableStream<Uint8Array>; timeoutMs?: number; stream?: boolean } = {},
 ): Promise<Response> => {
   const path = agentOpsPath(op, { sandboxId: sandbox.id, ...params }, query);
-  const candidates = await workersFor(deps, sandbox);
   const timeoutMs = init.timeoutMs ?? deps.workerAccess.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  for (const worker of init.body ? candidates.slice(0, 1) : candidates) {
-    const headersOnly = init.stream || init.body ? new AbortController() : null;
-    const timer = headersOnly
-      ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
-      : undefined;
-    let res: Response;
-    try {
-      res = await fetch(new URL(path, worker.url), {
-        method: init.method ?? "GET",
-        headers: {
-          authorization: `Bearer ${deps.workerAccess.token}`,
-          ...(init.body ? { "content-type": "application/octet-stream" } : {}),
-        },
-        ...(init.body ? { body: init.body, duplex: "half" } : {}),
-        signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
-      } as RequestInit);
-    } catch (err) {
-      if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
-      // An upload's own refusal (over the cap) aborts the body: that error is the one to answer.
-      const cause = (err as { cause?: unknown }).cause;
-      if (isDomainError(cause)) throw cause;
-      if (isDomainError(err)) throw err;
-      deps.logger.warn({ err, worker_id: worker.workerId }, "worker unreachable; trying another");
-      continue;
-    } finally {
-      clearTimeout(timer);
+  // A streamed body can be sent once: one worker, from a fresh look at the directory. Otherwise the
+  // directory as read within WORKERS_CACHE_MS first, then (every one of those unreachable) afresh.
+  const tried = new Set<string>();
+  for (const fresh of init.body ? [true] : [false, true]) {
+    const candidates = (await workersOf(deps, sandbox, fresh)).filter((w) => !tried.has(w.workerId));
+    for (const worker of init.body ? candidates.slice(0, 1) : candidates) {
+      tried.add(worker.workerId);
+      const headersOnly = init.stream || init.body ? new AbortController() : null;
+      const timer = headersOnly
+        ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
+        : undefined;
+      let res: Response;
+      try {
+        res = await fetch(new URL(path, worker.url), {
+          method: init.method ?? "GET",
+          headers: {
+            authorization: `Bearer ${deps.workerAccess.token}`,
+            ...(init.body ? { "content-type": "application/octet-stream" } : {}),
+          },
+          ...(init.body ? { body: init.body, duplex: "half" } : {}),
+          signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
+        } as RequestInit);
+      } catch (err) {
+        if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
+        // An upload's own refusal (over the cap) aborts the body: that error is the one to answer.
+        const cause = (err as { cause?: unknown }).cause;
+        if (isDomainError(cause)) throw cause;
+        if (isDomainError(err)) throw err;
+        forgetWorkers(deps);
+        deps.logger.warn({ err, worker_id: worker.workerId }, "worker unreachable; trying another");
+        continue;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (res.ok) return res;
+      const body = (await res.json().catch(() => null)) as {
+        error?: { code?: unknown; message?: string; details?: unknown };
+      } | null;
+      const message = body?.error?.message ?? `the worker answered ${res.status}`;
+      if (res.status === 401) {
+        deps.logger.error(
+          { worker_id: worker.workerId },
+          "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
+        );
+        continue;
+      }
+      const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
+      if (domain) throw domain;
+      throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
     }
-    if (res.ok) return res;
-    const body = (await res.json().catch(() => null)) as {
-      error?: { code?: unknown; message?: string; details?: unknown };
-    } | null;
-    const message = body?.error?.message ?? `the worker answered ${res.status}`;
-    if (res.status === 401) {
-      deps.logger.error(
-        { worker_id: worker.workerId },
-        "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
-      );
-      continue;
-    }
-    const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
-    if (domain) throw domain;
-    throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
   }
   throw new UnavailableError("No worker is reachable to serve the sandbox; try again shortly");
+};
+
+/**
+ * How long this process reuses its read of the worker directory (two Redis round trips per
+ * command otherwise). A worker gone since is found unreachable, and the directory read afresh.
+ */
+const WORKERS_CACHE_MS = 1_000;
+const workersCache = new WeakMap<object, { at: number; workers: Promise<WorkerEndpoint[]> }>();
+
+const forgetWorkers = (deps: Pick<WorkerReadDeps, "redis">) => workersCache.delete(deps.redis);
+
+/** The workers that can serve the sandbox, in the order to try them (workersFor), maybe from the cache. */
+const workersOf = async (
+  deps: WorkerReadDeps,
+  sandbox: Pick<Sandbox, "engineId">,
+  fresh: boolean,
+): Promise<WorkerEndpoint[]> => {
+  const now = Date.now();
+  let entry = workersCache.get(deps.redis);
+  if (fresh || !entry || now - entry.at > WORKERS_CACHE_MS) {
+    const workers = liveWorkers(deps.redis, deps.workerAccess.prefix);
+    entry = { at: now, workers };
+    workersCache.set(deps.redis, entry);
+    workers.catch(() => forgetWorkers(deps));
+  }
+  const live = await entry.workers;
+  return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
+};
+
+const shuffled = <T>(items: T[]): T[] => {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -180,29 +222,70 @@ export const finishOrphanedCommands = async (deps: WorkerReadDeps, sandboxId: st
   return finished;
 };
 
+/** The last output of a command as the worker stored it (apps/worker's StoredLastOutput). */
+interface WorkerLastOutput {
+  id: string;
+  timestamp: string;
+  order: number;
+  exitCode: number | null;
+  stdout: string | null;
+  stderr: string | null;
+}
+
 /**
  * Stores the command and has a worker run it. `wait`: resolves once it finished (its last output
- * stored). A worker that cannot be reached leaves the command ended with an error exit, not running.
+ * stored), with that output when the worker said what it stored (null: read it back). A worker
+ * that cannot be reached leaves the command ended with an error exit, not running.
+ * The sandbox's state is checked in the statement that stores the command (one round trip).
  */
 export const startAgentBashCommand = async (
   deps: WorkerReadDeps,
   sandboxId: string,
   request: ExecuteBashRequest,
   opts: { wait?: boolean } = {},
-): Promise<BashCommandRow> => {
-  const sandbox = await runningAgentSandbox(deps, sandboxId);
+): Promise<{ command: BashCommandRow; last: BashEventJson | null }> => {
   const repo = bashEventsRepository(deps.db);
-  const command = await repo.insertCommand({ id: randomUUID(), sandboxId: sandbox.id, ...request });
+  const id = parseId(sandboxId);
+  // A waited command is answered only after its last output's synchronous commit, which flushes
+  // this one too; a command answered at once (start_bash_command) is flushed before its answer.
+  const stored = id
+    ? await repo.insertCommandIfRunning({ id: randomUUID(), sandboxId: id, ...request }, { flushedLater: !!opts.wait })
+    : null;
+  if (!stored?.command) {
+    // Not stored: the one rule says why (404, 409 while paused or starting, 410 once gone).
+    await runningAgentSandbox(deps, sandboxId);
+    throw new UnavailableError("The sandbox is not running; try again shortly");
+  }
+  const command = stored.command;
+  const sandbox = { id: command.sandboxId, engineId: stored.engineId };
+  let last: BashEventJson | null = null;
   try {
     const res = await callAgentOps(deps, sandbox, "bash", { commandId: command.id }, opts.wait ? { wait: "1" } : {}, {
       method: "POST",
       ...(opts.wait ? { timeoutMs: (request.timeout + 60) * 1000 } : {}),
     });
-    await res.body?.cancel();
+    if (opts.wait) {
+      const body = (await res.json().catch(() => null)) as { last?: WorkerLastOutput | null } | null;
+      const out = body?.last;
+      if (out) {
+        last = bashEventJson({
+          kind: "BashOutput",
+          id: out.id,
+          position: "",
+          sandboxId: command.sandboxId,
+          timestamp: new Date(out.timestamp),
+          commandId: command.id,
+          order: out.order,
+          exitCode: out.exitCode,
+          stdout: out.stdout,
+          stderr: out.stderr,
+        });
+      }
+    } else await res.body?.cancel();
   } catch (err) {
     // A worker that died under a waited command: the orphan rule ends it; anything else ends it now.
-    if (!opts.wait || !(await finishOrphanedCommands(deps, sandbox.id))) {
-      await repo.appendOutput(sandbox.id, {
+    if (!opts.wait || !(await finishOrphanedCommands(deps, command.sandboxId))) {
+      await repo.appendOutput(command.sandboxId, {
         id: randomUUID(),
         commandId: command.id,
         order: (await repo.lastOrder(command.id)) + 1,
@@ -213,7 +296,7 @@ export const startAgentBashCommand = async (
     }
     if (!opts.wait) throw err;
   }
-  return command;
+  return { command, last };
 };
 
 export interface BashSearch {

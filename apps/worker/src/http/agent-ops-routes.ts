@@ -22,8 +22,8 @@ export const registerAgentOps = (app: Hono, deps: AgentOpsDeps & { logger: Logge
   app.post(agentOpsApi.bash, async (c) => {
     const { done } = await startBashCommand(deps, c.req.param("sandboxId"), c.req.param("commandId"));
     if (c.req.query("wait") === "1") {
-      await done;
-      return c.json({ finished: true }, 200);
+      // The last output, stored before this answer: the API answers it without reading it back.
+      return c.json({ finished: true, last: await done }, 200);
     }
     done.catch((err) => deps.logger.error({ err }, "a bash command failed to run"));
     return c.json({ finished: false }, 202);

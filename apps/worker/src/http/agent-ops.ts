@@ -68,7 +68,8 @@ interface Emitter {
   push(text: string, stream: "stdout" | "stderr"): void;
   /** Forgets what is buffered (not yet stored). */
   discard(): void;
-  finish(exitCode: number, extraStderr?: string): Promise<void>;
+  /** Stores the last event; it as stored (null: the command was already ended, nothing written). */
+  finish(exitCode: number, extraStderr?: string): Promise<StoredLastOutput | null>;
 }
 
 /**
@@ -83,14 +84,16 @@ const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string)
   let order = 0;
   let stored = 0;
   let dropped = false;
-  let chain: Promise<unknown> = Promise.resolve();
+  let chain: Promise<boolean> = Promise.resolve(false);
   const write = (o: { stdout: string | null; stderr: string | null; exitCode: number | null }) => {
-    const event = { id: randomUUID(), commandId, order: order++, ...o };
+    const event = { id: randomUUID(), commandId, order: order++, timestamp: new Date(), ...o };
     chain = chain.then(() =>
       repo.appendOutput(sandboxId, event).catch((err) => {
         deps.logger.warn({ err, command_id: commandId }, "storing a bash output failed");
+        return false;
       }),
     );
+    return event;
   };
   return {
     push(text, stream) {
@@ -118,33 +121,60 @@ const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string)
     async finish(exitCode, extraStderr) {
       const note = dropped ? `\n[output past ${MAX_STORED_CHARS} characters was dropped]` : "";
       const stderr = buffers.stderr + (extraStderr ?? "") + note;
-      write({ stdout: buffers.stdout || null, stderr: stderr || null, exitCode });
-      await chain;
+      const last = write({ stdout: buffers.stdout || null, stderr: stderr || null, exitCode });
+      if (!(await chain)) return null;
+      return {
+        id: last.id,
+        timestamp: last.timestamp.toISOString(),
+        order: last.order,
+        exitCode: last.exitCode,
+        stdout: last.stdout,
+        stderr: last.stderr,
+      };
     },
   };
 };
 
+/** The last output of a command as it was stored (what execute_bash_command answers). */
+export interface StoredLastOutput {
+  id: string;
+  timestamp: string;
+  order: number;
+  exitCode: number | null;
+  stdout: string | null;
+  stderr: string | null;
+}
+
 /**
  * Starts a stored command (`/api/bash/start_bash_command` wrote it) in the sandbox, in its own bash
- * as the sandbox user, and stores its output as it comes; `done` settles once its last event is stored.
+ * as the sandbox user, and stores its output as it comes; `done` settles once its last event is
+ * stored, with that event (null when the command was ended by someone else, or was not run here).
  * A command that cannot start (a cwd that does not exist) ends with exit -1 and the reason, as the
  * agent server's does; one past its timeout is killed (its process group) and ends with exit -1.
+ * The sandbox is read and the command taken in one statement (its hot path is one round trip).
  */
 export const startBashCommand = async (
   deps: AgentOpsDeps,
   rawSandboxId: string,
   commandId: string,
-): Promise<{ done: Promise<void> }> => {
-  const { sandbox, dir } = await liveSandbox(deps, rawSandboxId);
+): Promise<{ done: Promise<StoredLastOutput | null> }> => {
+  const sandboxId = parseId(rawSandboxId);
   const id = parseId(commandId);
-  const command = id ? await bashEventsRepository(deps.db).dispatch(id, deps.workerId, new Date()) : null;
+  const repo = bashEventsRepository(deps.db);
+  const found = sandboxId && id ? await repo.dispatchInSandbox(sandboxId, id, deps.workerId, new Date()) : null;
+  if (!found) {
+    if (sandboxId && !id) await liveSandbox(deps, rawSandboxId);
+    throw new NotFoundError(sandboxId && !id ? "No such bash command" : "No such sandbox");
+  }
+  const { sandbox, workspaceDir, command } = found;
+  const refusal = readRefusalOf(sandbox.status);
+  if (refusal) throw sandboxReadError(refusal, sandbox.id);
   if (!command) {
-    const known = id ? await bashEventsRepository(deps.db).getCommand(id) : null;
-    if (known?.sandboxId === sandbox.id) return { done: Promise.resolve() };
+    const known = id ? await repo.getCommand(id) : null;
+    if (known?.sandboxId === sandbox.id) return { done: Promise.resolve(null) };
     throw new NotFoundError("No such bash command");
   }
-  if (command.sandboxId !== sandbox.id) throw new NotFoundError("No such bash command");
-  return { done: runStored(deps, sandbox, dir, command) };
+  return { done: runStored(deps, sandbox, workspaceDir ?? AGENT_WORKSPACE_ROOT, command) };
 };
 
 const runStored = async (
@@ -152,7 +182,7 @@ const runStored = async (
   sandbox: Sandbox,
   dir: string,
   command: { id: string; command: string; cwd: string | null; timeout: number },
-): Promise<void> => {
+): Promise<StoredLastOutput | null> => {
   const out = outputEmitter(deps, sandbox.id, command.id);
   try {
     let stderrHead = "";
@@ -169,13 +199,18 @@ const runStored = async (
     if (r.exitCode === NO_SUCH_DIR && stderrHead.startsWith(NO_SUCH_DIR_MARK)) {
       // As the agent server's, whose subprocess cannot start there: an error event, exit -1.
       out.discard();
-      await out.finish(-1, `Error executing command: [Errno 2] No such file or directory: '${command.cwd ?? dir}'`);
-      return;
+      return await out.finish(
+        -1,
+        `Error executing command: [Errno 2] No such file or directory: '${command.cwd ?? dir}'`,
+      );
     }
-    await out.finish(r.timedOut || r.exitCode === null ? -1 : r.exitCode);
+    return await out.finish(r.timedOut || r.exitCode === null ? -1 : r.exitCode);
   } catch (err) {
     const reason = await whyExecFailed(deps, sandbox, err).catch((e: unknown) => e);
-    await out.finish(-1, `Error executing command: ${reason instanceof Error ? reason.message : String(reason)}`);
+    return await out.finish(
+      -1,
+      `Error executing command: ${reason instanceof Error ? reason.message : String(reason)}`,
+    );
   }
 };
 

@@ -1,5 +1,7 @@
+import type { Sandbox } from "@tern/core";
 import { type ColumnType, type Generated, type Kysely, sql } from "kysely";
-import type { Database } from "../schema.ts";
+import type { Database, SandboxesTable } from "../schema.ts";
+import { toSandbox } from "./sandboxes.ts";
 
 /** The table of migration 20261128_0220 (kept out of schema.ts: only this repository reads it). */
 interface BashEventsTable {
@@ -159,6 +161,121 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
         .returningAll()
         .executeTakeFirstOrThrow();
       return rowOf(row) as BashCommandRow;
+    },
+
+    /**
+     * insertCommand for a sandbox that is RUNNING, in one statement (one round trip on the hot
+     * path of execute_bash_command): the sandbox's status and engine are read in it. `command`
+     * is null when the sandbox is not running (nothing written; `status` says why) and the whole
+     * answer null when there is no such sandbox.
+     * `flushedLater`: the commit does not wait for the WAL flush (synchronous_commit off, for this
+     * statement only), for a caller that answers only after a later synchronous commit (the
+     * command's last output), which flushes this one with it: durable before anyone is answered.
+     */
+    async insertCommandIfRunning(
+      c: {
+        id: string;
+        sandboxId: string;
+        command: string;
+        cwd: string | null;
+        timeout: number;
+        timestamp?: Date;
+      },
+      opts: { flushedLater?: boolean } = {},
+    ): Promise<{ status: string; engineId: string | null; command: BashCommandRow | null } | null> {
+      const at = c.timestamp ?? new Date();
+      const result = await sql<{ status: string; engine_id: string | null; position: string | null }>`
+        with s as (select id, status, engine_id from sandboxes where id = ${c.sandboxId}::uuid),
+        cfg as (select set_config('synchronous_commit', ${opts.flushedLater ? "off" : "on"}, true)),
+        ins as (
+          insert into bash_events (id, sandbox_id, kind, "timestamp", command, cwd, timeout)
+          select ${c.id}::uuid, s.id, 'BashCommand', ${at}::timestamptz, ${c.command}::text, ${c.cwd}::text, ${c.timeout}::int
+          from s cross join cfg where s.status = 'RUNNING'
+          returning position)
+        select s.status, s.engine_id, ins.position from s left join ins on true`.execute(db);
+      const row = result.rows[0];
+      if (!row) return null;
+      return {
+        status: row.status,
+        engineId: row.engine_id,
+        command:
+          row.position === null
+            ? null
+            : {
+                kind: "BashCommand",
+                id: c.id,
+                position: String(row.position),
+                sandboxId: c.sandboxId,
+                timestamp: at,
+                command: c.command,
+                cwd: c.cwd,
+                timeout: c.timeout,
+                workerId: null,
+                dispatchedAt: null,
+                finishedAt: null,
+              },
+      };
+    },
+
+    /**
+     * dispatch, with the sandbox read in the same statement (one round trip where the worker made
+     * three): the sandbox as it is and its conversation's workspace directory (null: no
+     * conversation), and the command taken (null: no such unfinished command of this sandbox, or
+     * the sandbox is not RUNNING, in which case nothing is written). Null when there is no sandbox.
+     * Its commit does not wait for the WAL flush (synchronous_commit off, this statement only): the
+     * mark only tells the orphan rule which worker runs the command; lost in a Postgres crash, the
+     * command reads as never taken and that rule still ends it.
+     */
+    async dispatchInSandbox(
+      sandboxId: string,
+      commandId: string,
+      workerId: string,
+      at: Date,
+    ): Promise<{ sandbox: Sandbox; workspaceDir: string | null; command: BashCommandRow | null } | null> {
+      type Row = SandboxesTable & {
+        workspace_dir: string | null;
+        c_position: string | null;
+        c_timestamp: string | Date | null;
+        c_command: string | null;
+        c_cwd: string | null;
+        c_timeout: number | null;
+      };
+      const result = await sql<Row>`
+        with s as (
+          select s.*, c.workspace_dir from sandboxes s left join conversations c on c.id = s.conversation_id
+          where s.id = ${sandboxId}::uuid),
+        cfg as (select set_config('synchronous_commit', 'off', true) as v),
+        d as (
+          update bash_events set worker_id = ${workerId}, dispatched_at = ${at}::timestamptz
+          where id = ${commandId}::uuid and kind = 'BashCommand' and finished_at is null
+            and sandbox_id = ${sandboxId}::uuid and exists (select 1 from s where s.status = 'RUNNING')
+            and exists (select 1 from cfg where v is not null)
+          returning position, "timestamp", command, cwd, timeout)
+        select s.*, d.position as c_position, d."timestamp" as c_timestamp, d.command as c_command,
+          d.cwd as c_cwd, d.timeout as c_timeout
+        from s left join d on true`.execute(db);
+      const row = result.rows[0];
+      if (!row) return null;
+      return {
+        sandbox: toSandbox(row as never),
+        workspaceDir: row.workspace_dir,
+        command:
+          row.c_position === null
+            ? null
+            : {
+                kind: "BashCommand",
+                id: commandId,
+                position: String(row.c_position),
+                sandboxId,
+                timestamp: dateOf(row.c_timestamp) as Date,
+                command: row.c_command ?? "",
+                cwd: row.c_cwd,
+                timeout: row.c_timeout ?? 300,
+                workerId,
+                dispatchedAt: at,
+                finishedAt: null,
+              },
+      };
     },
 
     async getCommand(commandId: string): Promise<BashCommandRow | null> {

@@ -9,7 +9,8 @@ import {
 import { type ExpressionBuilder, type Kysely, type Selectable, sql, type Transaction } from "kysely";
 import type { Database, SandboxesTable } from "../schema.ts";
 
-const toSandbox = (r: Selectable<SandboxesTable>): Sandbox => ({
+/** A sandboxes row as the Sandbox it is (exported for statements of other repositories that read one). */
+export const toSandbox = (r: Selectable<SandboxesTable>): Sandbox => ({
   id: r.id,
   userId: r.user_id,
   startTaskId: r.start_task_id,

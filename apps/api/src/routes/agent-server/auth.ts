@@ -1,4 +1,4 @@
-import { NotFoundError, parseId, UnauthorizedError } from "@tern/core";
+import { API_KEY_PREFIX, NotFoundError, parseId, UnauthorizedError } from "@tern/core";
 import { conversationsRepository, sandboxesRepository } from "@tern/db";
 import type { Context } from "hono";
 import type { ApiDeps } from "../../deps.ts";
@@ -49,7 +49,10 @@ export const authenticateAgentKey = async (
 ): Promise<AgentCaller> => {
   if (!key) throw agentUnauthorized();
   const sandboxId = parseId(rawSandboxId);
-  const conversation = await conversationsRepository(deps.db).findBySessionKey(key);
+  // An API key (its prefix says so; session keys are `sess_…`) is never a session key: no lookup.
+  const conversation = key.startsWith(API_KEY_PREFIX)
+    ? null
+    : await conversationsRepository(deps.db).findBySessionKey(key);
   if (conversation) {
     if (sandboxId === null || conversation.sandboxId !== sandboxId) throw agentUnauthorized();
     return {

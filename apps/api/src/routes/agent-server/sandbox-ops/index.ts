@@ -173,7 +173,7 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   app.post("/api/bash/start_bash_command", async (c) => {
     const request = await executeRequestOf(c);
-    const command = await startAgentBashCommand(deps, sandboxOf(c), request);
+    const { command } = await startAgentBashCommand(deps, sandboxOf(c), request);
     return c.json(
       {
         kind: "BashCommand",
@@ -189,8 +189,9 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   app.post("/api/bash/execute_bash_command", async (c) => {
     const request = await executeRequestOf(c);
-    const command = await startAgentBashCommand(deps, sandboxOf(c), request, { wait: true });
-    const last = await lastAgentBashOutput(deps, sandboxOf(c), command.id);
+    const started = await startAgentBashCommand(deps, sandboxOf(c), request, { wait: true });
+    // The worker says what it stored last; read back only when it could not (a worker that died).
+    const last = started.last ?? (await lastAgentBashOutput(deps, sandboxOf(c), started.command.id));
     return c.json(last, 200);
   });
 
