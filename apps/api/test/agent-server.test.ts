@@ -217,10 +217,14 @@ describe("agent-server socket /sockets/events/{id}", () => {
     ]);
     const s = await openSocket(socketPath(alice, alice.conversationId, "?resend_mode=all"));
     s.ws.send(authFrame(alice.sessionApiKey));
-    await waitFor(() => s.events.length >= stored.length, { what: "the stored events" });
+    await waitFor(() => s.events.length >= stored.length + 1, { what: "the state, then the stored events" });
     const [added] = await eventsRepository(db()).append(alice.conversationId, [sampleEvent("MessageEvent", 3)]);
     await waitFor(() => s.events.some((e) => e.id === added?.id), { what: "the new event" });
-    expect(s.events.slice(0, 2).map((e) => e.id)).toEqual(stored.map((e) => e.id));
+    // First the conversation's whole state, as the agent server sends on every subscription (the
+    // SDK's RemoteConversation waits for it), then the stored events.
+    expect(s.events[0]).toMatchObject({ kind: "ConversationStateUpdateEvent", key: "full_state" });
+    expect((s.events[0] as { value: { execution_status: string } }).value.execution_status).toBeTypeOf("string");
+    expect(s.events.slice(1, 3).map((e) => e.id)).toEqual(stored.map((e) => e.id));
     // A second auth frame is ignored, as OpenHands does.
     s.ws.send(authFrame(alice.sessionApiKey));
     s.ws.close();
@@ -262,8 +266,9 @@ describe("agent-server socket /sockets/events/{id}", () => {
       socketPath(c, c.conversationId, `?resend_mode=since&after_timestamp=${encodeURIComponent(since)}`),
       { "x-session-api-key": c.sessionApiKey },
     );
-    await waitFor(() => s.events.length >= 2, { what: "the events since" });
-    expect(s.events.map((e) => e.id)).toEqual(late.map((e) => e.id));
+    await waitFor(() => s.events.length >= 3, { what: "the state, then the events since" });
+    expect(s.events[0]).toMatchObject({ kind: "ConversationStateUpdateEvent", key: "full_state" });
+    expect(s.events.slice(1).map((e) => e.id)).toEqual(late.map((e) => e.id));
     s.ws.close();
   });
 

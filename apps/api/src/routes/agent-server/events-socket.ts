@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { upgradeWebSocket } from "@hono/node-server";
-import { UnavailableError } from "@tern/core";
+import { newId, UnavailableError } from "@tern/core";
 import type { EventPosition } from "@tern/services";
-import { ownedConversation, sendMessage } from "@tern/services";
+import { conversationInfos, ownedConversation, sendMessage } from "@tern/services";
 import type { Hono } from "hono";
 import { z } from "zod";
 import type { ApiDeps } from "../../deps.ts";
@@ -123,6 +123,19 @@ export const registerAgentEventSocket = (
         }
         if (state !== "authenticating") return;
         state = "open";
+        // As the agent server does on every subscription, the conversation's whole state first: the
+        // SDK's RemoteConversation counts the socket ready only once it has read it.
+        const [info] = await conversationInfos(deps, [conversation]);
+        ws.send(
+          JSON.stringify({
+            kind: "ConversationStateUpdateEvent",
+            id: newId(),
+            source: "environment",
+            timestamp: new Date().toISOString(),
+            key: "full_state",
+            value: info,
+          }),
+        );
         feed = await openEventFeed(deps, hub, ws, { conversationId, after, fromStart });
         if (state !== "open") feed.stop();
       };
