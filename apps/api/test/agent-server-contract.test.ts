@@ -29,8 +29,8 @@ let sandboxId: string;
 let conversationId: string;
 let sessionApiKey: string;
 
-beforeAll(async () => {
-  api = await startTestApi();
+/** A conversation in a running sandbox of a new user, as a start leaves them (ids in hex). */
+const conversationInSandbox = async () => {
   const user = await api.newUser();
   const c = await createConversationFixture(api.database.db, { userId: user.userId });
   const sandbox = await sandboxesRepository(api.database.db).upsert({
@@ -45,9 +45,12 @@ beforeAll(async () => {
     .set({ sandbox_id: sandbox.id })
     .where("id", "=", c.conversationId)
     .execute();
-  sandboxId = toHexId(sandbox.id);
-  conversationId = toHexId(c.conversationId);
-  sessionApiKey = c.sessionApiKey;
+  return { sandboxId: toHexId(sandbox.id), conversationId: toHexId(c.conversationId), sessionApiKey: c.sessionApiKey };
+};
+
+beforeAll(async () => {
+  api = await startTestApi();
+  ({ sandboxId, conversationId, sessionApiKey } = await conversationInSandbox());
 });
 
 afterAll(async () => {
@@ -135,5 +138,32 @@ describe(`agent-server contract (openhands-agent-server ${contract.source.versio
     checkResponse("ServerInfo", await body("/server_info"));
     const ready = (await body("/ready")) as Record<string, unknown>;
     expect(Object.values(ready).every((v) => typeof v === "string")).toBe(true);
+  });
+
+  it("the conversation and event reads answer as their models: ConversationInfo, ConversationPage, EventPage, ...", async () => {
+    // Its own conversation: the route table's check above DELETEs the shared one (and its key).
+    const own = await conversationInSandbox();
+    const call = async (method: string, path: string, json?: unknown) => {
+      const res = await fetch(`${api.url}/agent/${own.sandboxId}${path}`, {
+        method,
+        headers: { "x-session-api-key": own.sessionApiKey, ...(json ? { "content-type": "application/json" } : {}) },
+        ...(json ? { body: JSON.stringify(json) } : {}),
+      });
+      expect(res.status, `${method} ${path}: ${await res.clone().text()}`).toBe(200);
+      return res.json();
+    };
+    const base = `/api/conversations/${own.conversationId}`;
+    checkResponse("ConversationInfo", await call("GET", base));
+    const page = (await call("GET", "/api/conversations/search")) as { items: unknown[] };
+    checkResponse("ConversationPage", page);
+    expect(page.items.length).toBeGreaterThan(0);
+    expect(typeof (await call("GET", "/api/conversations/count"))).toBe("number");
+    const batch = (await call("GET", `/api/conversations?ids=${own.conversationId}`)) as unknown[];
+    for (const info of batch) checkResponse("ConversationInfo", info);
+    checkResponse("Success", await call("PATCH", base, { title: "contract" }));
+    checkResponse("AgentResponseResult", await call("GET", `${base}/agent_final_response`));
+    checkResponse("EventPage", await call("GET", `${base}/events/search`));
+    expect(typeof (await call("GET", `${base}/events/count`))).toBe("number");
+    checkResponse("Success", await call("POST", `${base}/confirmation_policy`, { policy: { kind: "NeverConfirm" } }));
   });
 });

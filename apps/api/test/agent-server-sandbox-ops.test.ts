@@ -10,6 +10,7 @@ import { errorResponse } from "../src/middleware/errors.ts";
 import { createRateLimiter, rateLimit } from "../src/middleware/rate-limit.ts";
 import type { AgentServerEnv } from "../src/routes/agent-server/context.ts";
 import { agentSandboxOpsRoutes } from "../src/routes/agent-server/sandbox-ops/index.ts";
+import { checkResponse } from "./agent-server-contract.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
@@ -98,6 +99,7 @@ const runLikeTheSdk = async (sandboxId: string, command: string, opts: { cwd?: s
   });
   expect(started.status).toBe(200);
   const cmd = (await started.json()) as { id: string; kind: string; command: string; timestamp: string };
+  checkResponse("BashCommand", cmd);
   expect(cmd).toMatchObject({ kind: "BashCommand", command });
   expect(cmd.id).toMatch(/^[0-9a-f]{32}$/);
   let last = -1;
@@ -116,6 +118,7 @@ const runLikeTheSdk = async (sandboxId: string, command: string, opts: { cwd?: s
       const res = await call(sandboxId, `/api/bash/bash_events/search?${q}`);
       expect(res.status).toBe(200);
       const page = (await res.json()) as { items: BashOutput[]; next_page_id: string | null };
+      checkResponse("BashEventPage", page);
       let exit: number | null = null;
       for (const e of page.items) {
         expect(seen.has(e.id)).toBe(false);
@@ -151,6 +154,7 @@ describe("/api/bash", () => {
     });
     expect(res.status).toBe(200);
     const out = (await res.json()) as BashOutput;
+    checkResponse("BashOutput", out);
     expect(out).toMatchObject({ kind: "BashOutput", exit_code: 0, stdout: "hi\n", stderr: null, order: 0 });
     expect(out.command_id).toMatch(/^[0-9a-f]{32}$/);
     expect(Number.isNaN(Date.parse(out.timestamp))).toBe(false);
@@ -337,6 +341,7 @@ describe("/api/git", () => {
     const res = await call(sandboxId, "/api/git/changes?path=/workspace/project");
     expect(res.status).toBe(200);
     const changes = (await res.json()) as { status: string; path: string }[];
+    for (const change of changes) checkResponse("GitChange", change);
     expect(changes).toEqual(
       expect.arrayContaining([
         { status: "UPDATED", path: "a.txt" },
@@ -346,8 +351,9 @@ describe("/api/git", () => {
     );
     expect(changes).toHaveLength(3);
 
-    const diff = await call(sandboxId, "/api/git/diff?path=/workspace/project/a.txt");
-    expect(await diff.json()).toEqual({ modified: "two\n", original: "one\n" });
+    const diff = await (await call(sandboxId, "/api/git/diff?path=/workspace/project/a.txt")).json();
+    checkResponse("GitDiff", diff);
+    expect(diff).toEqual({ modified: "two\n", original: "one\n" });
     const added = await call(sandboxId, "/api/git/diff?path=/workspace/project/d.txt");
     expect(await added.json()).toEqual({ modified: "new\n", original: null });
     const deleted = await call(sandboxId, "/api/git/diff?path=/workspace/project/b.txt");
