@@ -5311,6 +5311,8 @@ export interface components {
             agent_type?: "default" | "plan";
             /** @description Stored and echoed */
             public?: boolean | null;
+            /** @description tern: `true` clones and runs `.openhands/setup.sh` anew, never starting from a snapshot of an earlier start of the same repository and commit (the new sandbox then replaces that snapshot) */
+            fresh?: boolean | null;
         };
         InitialMessage: {
             /**
