@@ -411,7 +411,10 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
       }
       covered.add(`${op.method} ${op.path}`);
       if (`${op.method} ${op.path}` in SANDBOX_KEY_ONLY) {
-        const res = await ask(op, Object.fromEntries(slots.map((slot) => [slot.name, Object.values(aliceIds)[0]])));
+        const res = await ask(
+          op,
+          Object.fromEntries(slots.map((slot) => [slot.name, aliceIds.conversation as string])),
+        );
         const text = await answerText(op, res);
         asked.push({ op, slot: "-", id: "-", status: res.status, text });
         expect(res.status, `${op.method} ${op.path}: ${text.slice(0, 200)}`).toBe(401);
