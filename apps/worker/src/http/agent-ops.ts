@@ -11,10 +11,10 @@ import {
   type Sandbox,
   sandboxReadError,
 } from "@tern/core";
-import { bashEventsRepository, conversationsRepository, type Database, sandboxesRepository } from "@tern/db";
+import { bashEventsRepository, type Database } from "@tern/db";
 import type { SandboxDriver } from "@tern/sandbox";
 import type { Kysely } from "kysely";
-import { isWithin, whyExecFailed } from "./read-file.ts";
+import { isWithin, liveSandbox, whyExecFailed } from "./read-file.ts";
 
 /**
  * What the agent-server API of a sandbox (`/agent/{sandbox}/api/bash|file|git`, issue 21) asks of
@@ -44,22 +44,6 @@ const NO_SUCH_DIR_MARK = "TERN_NO_SUCH_DIR";
 /** The command in a bash of its own, in its directory; a directory it cannot enter is said apart (exit 97 and a mark). */
 const IN_DIR_SCRIPT = `cd -- "$1" 2>/dev/null || { printf '${NO_SUCH_DIR_MARK}' >&2; exit ${NO_SUCH_DIR}; }
 __tern_command=$2; set --; eval "$__tern_command"`;
-
-/** The sandbox, known and running (409 while paused or starting, 410 once gone), and its default directory. */
-const liveSandbox = async (
-  deps: Pick<AgentOpsDeps, "db">,
-  rawId: string,
-): Promise<{ sandbox: Sandbox; dir: string }> => {
-  const sandboxId = parseId(rawId);
-  const sandbox = sandboxId ? await sandboxesRepository(deps.db).get(sandboxId) : null;
-  if (!sandbox) throw new NotFoundError("No such sandbox");
-  const refusal = readRefusalOf(sandbox.status);
-  if (refusal) throw sandboxReadError(refusal, sandbox.id);
-  const conversation = sandbox.conversationId
-    ? await conversationsRepository(deps.db).get(sandbox.conversationId)
-    : null;
-  return { sandbox, dir: conversation?.workspaceDir ?? AGENT_WORKSPACE_ROOT };
-};
 
 // ---------------------------------------------------------------------------------------------
 // bash
@@ -284,7 +268,7 @@ export const uploadWorkspaceFile = async (
   body: ReadableStream<Uint8Array> | null,
   maxBytes: number,
 ): Promise<void> => {
-  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await liveSandbox(deps, rawSandboxId);
   const { real, kind } = await workspacePath(deps, sandbox, path);
   if (kind === "dir" || kind === "other") throw new BadRequestError("Path is not a file");
   if (!deps.sandboxes.openProcess) throw new Error("the sandbox driver cannot stream into a sandbox");
@@ -390,7 +374,7 @@ export const downloadWorkspaceFile = async (
   rawSandboxId: string,
   path: string,
 ): Promise<{ name: string; body: ReadableStream<Uint8Array> }> => {
-  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await liveSandbox(deps, rawSandboxId);
   const { real, kind } = await workspacePath(deps, sandbox, path);
   if (kind === "missing") throw new NotFoundError("File not found");
   if (kind !== "file") throw new BadRequestError("Path is not a file");
@@ -480,7 +464,7 @@ export const workspaceGitChanges = async (
   path: string,
   ref: string | undefined,
 ): Promise<GitChange[]> => {
-  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await liveSandbox(deps, rawSandboxId);
   const { real } = await workspacePath(deps, sandbox, path);
   const r = await deps.sandboxes
     .exec(refOf(sandbox), {
@@ -518,7 +502,7 @@ export const workspaceGitDiff = async (
   path: string,
   ref: string | undefined,
 ): Promise<{ modified: string | null; original: string | null }> => {
-  const { sandbox } = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await liveSandbox(deps, rawSandboxId);
   const { real } = await workspacePath(deps, sandbox, path);
   const r = await deps.sandboxes
     .exec(refOf(sandbox), {

@@ -52,16 +52,22 @@ export interface ReadFileDeps {
   sandboxes: Pick<SandboxDriver, "exec" | "inspect">;
 }
 
-/** The sandbox as a reader needs it: known, not removed, not paused, its conversation's workspace known. */
-export const readableSandbox = async (
-  deps: ReadFileDeps,
-  rawId: string,
-): Promise<{ sandbox: Sandbox; dir: string }> => {
+/** The sandbox, known and running (409 while paused or starting, 410 once gone). */
+export const liveSandbox = async (deps: Pick<ReadFileDeps, "db">, rawId: string): Promise<Sandbox> => {
   const sandboxId = parseId(rawId);
   const sandbox = sandboxId ? await sandboxesRepository(deps.db).get(sandboxId) : null;
   if (!sandbox) throw new NotFoundError("No such sandbox");
   const refusal = readRefusalOf(sandbox.status);
   if (refusal) throw sandboxReadError(refusal, sandbox.id);
+  return sandbox;
+};
+
+/** The sandbox as a reader needs it: known, not removed, not paused, its conversation's workspace known. */
+export const readableSandbox = async (
+  deps: ReadFileDeps,
+  rawId: string,
+): Promise<{ sandbox: Sandbox; dir: string }> => {
+  const sandbox = await liveSandbox(deps, rawId);
   const conversation = sandbox.conversationId
     ? await conversationsRepository(deps.db).get(sandbox.conversationId)
     : null;
