@@ -20,7 +20,7 @@ import { summarize } from "../stats.ts";
  * `X-Session-API-Key` (the agent server's header; an owner's key is taken as the session key is).
  */
 export const agentBashRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
-  const samples = ctx.quick ? 30 : 200;
+  const samples = ctx.quick ? 12 : 200;
   const database = await createTestDatabase();
   const prefix = createRedisPrefix();
   const api = await spawnApi(database.url, prefix, { RATE_LIMIT_PER_MINUTE: "0" });

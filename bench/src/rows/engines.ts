@@ -33,7 +33,7 @@ const CONCURRENCY = 4;
  * locks) bounds the starts, or the cores do.
  */
 export const engineRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
-  const burst = ctx.quick ? 8 : 40;
+  const burst = ctx.quick ? 4 : 40;
   const network = testSandboxNetworkName();
   const secondHost = await ensureTestEngine(BENCH_ENGINE);
   const second = engineSandboxDriver(secondHost, network);

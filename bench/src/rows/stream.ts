@@ -58,7 +58,7 @@ export const streamRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
     for (let i = 0; i < STREAMS; i += 20) {
       closers.push(...(await Promise.all(Array.from({ length: 20 }, (_, j) => openStream(url, key, seen, i + j)))));
     }
-    const appends = ctx.quick ? 20 : 100;
+    const appends = ctx.quick ? 10 : 100;
     const warmUp = 5;
     const samples: number[] = [];
     for (let n = 0; n < warmUp + appends; n++) {

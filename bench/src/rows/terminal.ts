@@ -12,7 +12,7 @@ import { summarize } from "../stats.ts";
  * `echo` on the same sandbox, in turns, so both see the same load.
  */
 export const terminalRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
-  const samples = ctx.quick ? 30 : 200;
+  const samples = ctx.quick ? 12 : 200;
   const sandbox = await ctx.sandboxes.create({
     name: `tern-bench-terminal-${ctx.runId}`,
     image: ctx.image,
