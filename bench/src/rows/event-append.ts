@@ -117,6 +117,20 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
     const { synchronous_commit } = (await db.pool.query("show synchronous_commit")).rows[0] as {
       synchronous_commit: string;
     };
+    // What bounds a run's write whatever the statement: one commit's round trip. Each run waits
+    // for its write's commit before the next, so `runs` writes of `calls` events per commit
+    // latency is the most any writer can do here (Little's law); measured right before each row.
+    await db.pool.query("create table commit_probe (id int primary key, n bigint not null)");
+    await db.pool.query("insert into commit_probe values (1, 0)");
+    const commitLatency = async () => {
+      const samples: number[] = [];
+      for (let i = 0; i < 50; i++) {
+        const t = performance.now();
+        await db.pool.query("update commit_probe set n = n + 1 where id = 1");
+        samples.push(performance.now() - t);
+      }
+      return summarize(samples);
+    };
     for (const [id, runsAtOnce] of [
       ["append.agent", writers],
       ["append.agent64", 64],
@@ -124,6 +138,8 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       const leases = new Map<string, RunLease>();
       // Whole steps (2 writes of `calls` events), about half as many events in all as a batch row.
       const agentPerWriter = 2 * calls * Math.max(1, Math.round((perWriter * writers) / (4 * calls * runsAtOnce)));
+      const commit = await commitLatency();
+      const commitBound = (runsAtOnce * calls) / (commit.p50 / 1000);
       const stats = { ...stepWriterOf(writerDb.db).stats };
       const agent = await measure(
         async (conversationId, drafts) => {
@@ -145,7 +161,7 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
       const groups = after.groups - stats.groups;
       const stepWrites = after.writes - stats.writes;
       ctx.progress(
-        `agent writer, ${runsAtOnce} runs: ${agent.rate.toFixed(0)} events/s, one write p50 ${agent.write.p50.toFixed(2)} / p99 ${agent.write.p99.toFixed(2)} ms, ${(stepWrites / groups).toFixed(1)} writes per commit (COPY ${copyRate.toFixed(0)})`,
+        `agent writer, ${runsAtOnce} runs: ${agent.rate.toFixed(0)} events/s, one write p50 ${agent.write.p50.toFixed(2)} / p99 ${agent.write.p99.toFixed(2)} ms, ${(stepWrites / groups).toFixed(1)} writes per commit (COPY ${copyRate.toFixed(0)}; a one-row commit p50 ${commit.p50.toFixed(2)} ms, so at most ${commitBound.toFixed(0)} events/s)`,
       );
       rows.push(
         row({
@@ -167,6 +183,11 @@ export const eventAppendRows = async (ctx: BenchContext): Promise<BenchRow[]> =>
             writeLatencyMs: agent.write,
             commits: groups,
             writesPerCommit: stepWrites / groups,
+            // One-row update commits, one after another on one connection, right before the row;
+            // commitBoundEventsPerS: runs × events per write / that p50, the rate no writer whose
+            // runs each wait for their commit can pass.
+            emptyCommitMs: commit,
+            commitBoundEventsPerS: commitBound,
           },
         }),
       );

@@ -131,6 +131,30 @@ describe("group commit of the agent's step writes", () => {
     for (const l of leases.slice(1)) expect(await texts(l.conversationId)).toEqual(["good"]);
   });
 
+  it("answers each step with its events exactly as stored, timestamps to the microsecond", async () => {
+    const leases = await Promise.all(Array.from({ length: 3 }, started));
+    // The last event just before a millisecond, a second and a year turn: the step's events are
+    // computed back from the row's last timestamp, and must borrow across all three.
+    const [edge] = leases;
+    await sql`
+      update conversations set last_event_at = '2029-12-31T23:59:59.999998Z'
+      where id = ${edge?.conversationId}::uuid
+    `.execute(database.db);
+    const steps = await Promise.all(
+      leases.map((l) => runs.appendStep(l, [message("a"), message("b"), message("c")], { metrics: usage })),
+    );
+    expect(steps[0]?.events.map((e) => e.timestamp)).toEqual([
+      "2029-12-31T23:59:59.999999Z",
+      "2030-01-01T00:00:00.000000Z",
+      "2030-01-01T00:00:00.000001Z",
+    ]);
+    for (const [i, l] of leases.entries()) {
+      const stored = await eventsRepository(database.db).listAll(l.conversationId);
+      expect(steps[i]?.events).toEqual(stored.slice(1));
+      expect(steps[i]?.metrics).toMatchObject({ llm_calls: 1, prompt_tokens: 100, accumulated_cost: 0.25 });
+    }
+  });
+
   it("keeps each conversation's steps in order and contiguous, many runs writing at once", async () => {
     const leases = await Promise.all(Array.from({ length: 16 }, started));
     await Promise.all(

@@ -1,4 +1,4 @@
-import { type EventDraft, metrics, newId, parseStoredEvent, type StoredEvent } from "@tern/core";
+import { type EventDraft, metrics, newId, type StoredEvent } from "@tern/core";
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../schema.ts";
 import type { MetricsChange } from "./metrics.ts";
@@ -44,16 +44,45 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
-interface AppendedRow {
+/** One write's conversation row after the update: where its events' seqs and timestamps end. */
+interface WrittenRow {
   w: number;
-  id: string;
-  seq: number;
-  kind: string;
-  source: string;
-  timestamp: string;
-  payload: unknown;
-  metrics: Record<string, number>;
+  /** As text, like the timestamp: whatever type parsers the pool has. */
+  last_seq: string;
+  last_event_at: string;
+  metrics: Record<string, number> | null;
 }
+
+/** "2026-11-27T05:00:00.123456Z" (six fraction digits, connection.ts) and back, in microseconds. */
+const isoToMicros = (iso: string): number => Date.parse(`${iso.slice(0, 23)}Z`) * 1_000 + Number(iso.slice(23, 26));
+const microsToIso = (us: number): string => {
+  const ms = Math.floor(us / 1_000);
+  return `${new Date(ms).toISOString().slice(0, 23)}${String(us - ms * 1_000).padStart(3, "0")}Z`;
+};
+
+/**
+ * A write's events as stored: its drafts (the payloads as sent: typed by their constructors, so
+ * not parsed back), with the seqs and timestamps the statement gave them: the last ones are the
+ * conversation's `last_seq` and `last_event_at`, and each earlier event is one seq and one
+ * microsecond before the next (as the insert computes them).
+ */
+const storedEvents = (step: StepWrite, ids: string[], row: WrittenRow): StoredEvent[] => {
+  const n = step.drafts.length;
+  const last = isoToMicros(row.last_event_at);
+  const lastSeq = Number(row.last_seq);
+  return step.drafts.map(
+    (d, i) =>
+      ({
+        id: ids[i] as string,
+        conversationId: step.conversationId,
+        seq: lastSeq - n + 1 + i,
+        kind: d.kind,
+        source: d.source,
+        timestamp: microsToIso(last - (n - 1 - i)),
+        payload: d.payload,
+      }) as StoredEvent,
+  );
+};
 
 /** What a change adds and sets, as JSON the statement applies (metricsChange's semantics, per row). */
 const metricsJson = (m: MetricsChange | undefined) => {
@@ -85,17 +114,18 @@ const writeGroup = async (db: Kysely<Database>, steps: StepWrite[]): Promise<Ste
     has_metrics: !!s.metrics,
     ...metricsJson(s.metrics),
   }));
+  const ids = steps.map((s) => s.drafts.map((d) => d.id ?? newId()));
   const events = steps.flatMap((s, w) =>
     s.drafts.map((d, i) => ({
       w,
       ord: i + 1,
-      id: d.id ?? newId(),
+      id: ids[w]?.[i],
       kind: d.kind,
       source: d.source,
       payload: d.payload,
     })),
   );
-  const result = await sql<AppendedRow>`
+  const result = await sql<WrittenRow>`
     with g as (
       select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb)
         as g(w int, conversation_id uuid, run_id uuid, attempt int, n int, max_events int,
@@ -119,66 +149,63 @@ const writeGroup = async (db: Kysely<Database>, steps: StepWrite[]): Promise<Ste
         and (g.max_events is null or co.last_seq + g.n <= g.max_events)
       returning g.w, g.n, co.id, co.last_seq, co.last_event_at, co.user_id, co.metrics, g.has_metrics
     ),
+    v as (
+      select * from jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
+        as v(w int, ord int, id uuid, kind text, source text, payload jsonb)
+    ),
+    -- Nothing returned: the seqs and timestamps follow from each row's last_seq and
+    -- last_event_at (storedEvents), and the payloads are the drafts'. Sending them back (jsonb
+    -- out, JSON parsed and checked again) cost more than the insert itself.
     ins as (
       insert into events (conversation_id, seq, id, kind, source, "timestamp", payload)
       select c.id, c.last_seq - c.n + v.ord, v.id, v.kind, v.source,
              c.last_event_at - (c.n - v.ord) * interval '1 microsecond', v.payload
-      from c
-      join jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
-           as v(w int, ord int, id uuid, kind text, source text, payload jsonb) on v.w = c.w
+      from c join v on v.w = c.w
       order by c.id, v.ord
-      returning conversation_id, id, seq, kind, source, "timestamp", payload
     ),
-    -- The webhook outbox, as eventsRepository's append writes it, in this same statement.
+    -- The webhook outbox, as eventsRepository's append writes it, in this same statement. The
+    -- group's live webhooks first (most users have none: then nothing below runs), then their
+    -- conversations' events.
+    hooks as materialized (
+      select c.w, c.id, c.n, c.last_seq, c.last_event_at, w.id as webhook_id, w.events
+      from c join webhooks w on w.user_id = c.user_id and w.deleted_at is null
+    ),
     outbox as (
       insert into webhook_deliveries (webhook_id, event_type, data)
-      select w.id, x.type, x.data
-      from ins
-      join c on c.id = ins.conversation_id
-      join webhooks w on w.user_id = c.user_id and w.deleted_at is null
+      select h.webhook_id, x.type, x.data
+      from hooks h
+      join v on v.w = h.w
       cross join lateral (
-        select to_char(ins."timestamp" at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
+        select h.last_seq - h.n + v.ord as seq,
+               to_char((h.last_event_at - (h.n - v.ord) * interval '1 microsecond') at time zone 'UTC',
+                       'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
       ) t
       cross join lateral (values
         ('conversation.event', jsonb_build_object(
-           'conversation_id', replace(ins.conversation_id::text, '-', ''),
-           'event', ins.payload || jsonb_build_object('id', ins.id, 'kind', ins.kind, 'source', ins.source, 'timestamp', t.ts))),
+           'conversation_id', replace(h.id::text, '-', ''),
+           'event', v.payload || jsonb_build_object('id', v.id, 'kind', v.kind, 'source', v.source, 'timestamp', t.ts))),
         ('conversation.execution_status', case
-           when ins.kind = 'ConversationStateUpdateEvent' and ins.payload->>'key' = 'execution_status'
+           when v.kind = 'ConversationStateUpdateEvent' and v.payload->>'key' = 'execution_status'
            then jsonb_build_object(
-             'conversation_id', replace(ins.conversation_id::text, '-', ''),
-             'execution_status', ins.payload->'value',
-             'event_id', ins.id,
+             'conversation_id', replace(h.id::text, '-', ''),
+             'execution_status', v.payload->'value',
+             'event_id', v.id,
              'timestamp', t.ts)
            end)
       ) as x(type, data)
-      where x.data is not null and x.type = any(w.events)
-      order by ins.conversation_id, ins.seq
+      where x.data is not null and x.type = any(h.events)
+      order by h.id, t.seq
     )
-    select c.w, ins.id, ins.seq, ins.kind, ins.source, ins."timestamp", ins.payload,
+    select c.w, c.last_seq::int8::text as last_seq,
+           to_char(c.last_event_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as last_event_at,
            case when c.has_metrics then c.metrics end as metrics
-    from ins join c on c.id = ins.conversation_id
-    order by c.w, ins.seq
+    from c
   `.execute(db);
   const out: StepWritten[] = steps.map(() => null);
-  const byWrite = new Map<number, AppendedRow[]>();
-  for (const r of result.rows) {
-    const list = byWrite.get(r.w);
-    if (list) list.push(r);
-    else byWrite.set(r.w, [r]);
-  }
-  for (const [w, rows] of byWrite) {
-    const step = steps[w] as StepWrite;
-    if (rows.length !== step.drafts.length) {
-      throw new Error(`append to ${step.conversationId}: ${rows.length} of ${step.drafts.length} events`);
-    }
-    metrics.eventsAppended.inc(rows.length);
-    out[w] = {
-      events: rows.map(({ w: _w, metrics: _m, ...r }) =>
-        parseStoredEvent({ ...r, conversationId: step.conversationId }),
-      ),
-      metrics: rows[0]?.metrics ?? {},
-    };
+  for (const row of result.rows) {
+    const step = steps[row.w] as StepWrite;
+    metrics.eventsAppended.inc(step.drafts.length);
+    out[row.w] = { events: storedEvents(step, ids[row.w] as string[], row), metrics: row.metrics ?? {} };
   }
   return out;
 };
