@@ -84,7 +84,7 @@ export const createApp = (given: ApiDeps) => {
     const { body, contentType } = await renderMetrics();
     return c.body(body, 200, { "content-type": contentType });
   });
-  app.use(requestLog(deps.logger));
+  app.use(requestLog(deps.logger, { mode: deps.config.ACCESS_LOG, slowMs: deps.config.ACCESS_LOG_SLOW_MS }));
   const limitBody = bodyLimit({
     maxSize: MAX_BODY_BYTES,
     onError: () => {
