@@ -1,5 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { metrics, PayloadTooLargeError, renderMetrics, SpanKind, withSpan } from "@tern/core";
+import { PayloadTooLargeError, renderMetrics } from "@tern/core";
 import { apiKeysRepository } from "@tern/db";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
@@ -12,6 +12,7 @@ import { notFoundOrMethodNotAllowed } from "./middleware/not-found.ts";
 import { rejectNulCharacters } from "./middleware/nul-characters.ts";
 import { createRateLimiter, rateLimit } from "./middleware/rate-limit.ts";
 import { requestLog } from "./middleware/request-log.ts";
+import { serverSpan } from "./middleware/server-span.ts";
 import { validationHook } from "./middleware/validation.ts";
 import { pageRoutes } from "./page/routes.ts";
 import { ADMIN_QUEUES_PATH, adminQueueRoutes } from "./routes/admin/queues.ts";
@@ -55,30 +56,7 @@ export const createApp = (given: ApiDeps) => {
       : deps.rateLimiter;
   const app = new OpenAPIHono<AuthEnv>({ defaultHook: validationHook });
   app.use(requestId());
-  app.use((c, next) =>
-    // The server span of this request: a start's trace begins here (its job carries it on).
-    withSpan(
-      `${c.req.method}`,
-      { "http.request.method": c.req.method, "url.path": c.req.path },
-      async (span) => {
-        const began = performance.now();
-        try {
-          await next();
-        } finally {
-          // The route's pattern (never the raw path: ids would make a series per request).
-          const route = c.req.matchedRoutes.findLast((r) => r.method !== "ALL")?.path ?? "unmatched";
-          const status = c.res.status;
-          metrics.httpDuration.observe(
-            { method: c.req.method, route, status: String(status) },
-            (performance.now() - began) / 1000,
-          );
-          span.updateName(`${c.req.method} ${route}`);
-          span.setAttributes({ "http.route": route, "http.response.status_code": status });
-        }
-      },
-      { kind: SpanKind.SERVER },
-    ),
-  );
+  app.use(serverSpan());
   // Prometheus's scrape, beside /health: no key (keep it off the public network at the proxy).
   app.get("/metrics", async (c) => {
     const { body, contentType } = await renderMetrics();
