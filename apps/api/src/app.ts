@@ -70,8 +70,14 @@ export const createApp = (given: ApiDeps) => {
     },
   });
   // The agent server's file upload streams its body to the sandbox under its own cap
-  // (AGENT_FILE_UPLOAD_MAX_BYTES, 413 past it); every other body is held to 1 MiB.
-  app.use((c, next) => (AGENT_FILE_UPLOAD.test(c.req.path) ? next() : limitBody(c, next)));
+  // (AGENT_FILE_UPLOAD_MAX_BYTES, 413 past it); every other body is held to 1 MiB. A GET or HEAD
+  // has none to hold (@hono/node-server gives them no body): asking for it would build the full
+  // fetch Request (URL, headers, abort signal) of every read only to find that out.
+  app.use((c, next) =>
+    c.req.method === "GET" || c.req.method === "HEAD" || AGENT_FILE_UPLOAD.test(c.req.path)
+      ? next()
+      : limitBody(c, next),
+  );
   app.route("/", healthRoutes(deps, keyUsage));
   registerDocs(app, deps.config.publicUrl);
   app.route("/", pageRoutes(deps));
