@@ -25,10 +25,14 @@ const reps = Number(args.find((a) => /^\d+$/.test(a)) ?? 500);
 const dataset = await ensureEventsDataset(args.includes("--full") ? FULL_DATASET : QUICK_DATASET, () => undefined);
 const { key } = await createKey(dataset.url, { userId: dataset.ownerId });
 
+const stat = (pid: number): string[] => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+/** CPU time (user + system) of a process in ms; ticks are 10 ms. */
 const cpuMs = (pid: number): number => {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  const f = stat(pid);
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
 };
+/** Its system share alone. */
+const sysMs = (pid: number): number => (Number(stat(pid)[12]) * 1000) / 100;
 
 const startApi = async (cwd: string, prefix: string) => {
   const port = await freePort();
@@ -105,7 +109,7 @@ try {
     const sqlText = { text: compiled.sql, values: compiled.parameters as unknown[] };
     const bare = await spawnBareHono(JSON.stringify(await get(apis.new.url, s.query)));
     const ms: Record<string, number[]> = { base: [], new: [], raw: [], http: [] };
-    const cpu = { base: 0, new: 0 };
+    const cpu = { base: 0, new: 0, bare: 0, baseSys: 0, newSys: 0, bareSys: 0 };
     const time = async (k: string, fn: () => Promise<unknown>) => {
       const t = performance.now();
       await fn();
@@ -116,7 +120,8 @@ try {
         await get(apis.base.url, s.query);
         await get(apis.new.url, s.query);
       }
-      const cpu0 = { base: cpuMs(apis.base.pid), new: cpuMs(apis.new.pid) };
+      const cpu0 = { base: cpuMs(apis.base.pid), new: cpuMs(apis.new.pid), bare: cpuMs(bare.pid) };
+      const sys0 = { base: sysMs(apis.base.pid), new: sysMs(apis.new.pid), bare: sysMs(bare.pid) };
       for (let i = 0; i < reps; i++) {
         // Alternate which build goes first, so neither always follows the other's work.
         const order = i % 2 ? (["base", "new"] as const) : (["new", "base"] as const);
@@ -126,15 +131,19 @@ try {
       }
       cpu.base = (cpuMs(apis.base.pid) - cpu0.base) / reps;
       cpu.new = (cpuMs(apis.new.pid) - cpu0.new) / reps;
+      cpu.bare = (cpuMs(bare.pid) - cpu0.bare) / reps;
+      cpu.baseSys = (sysMs(apis.base.pid) - sys0.base) / reps;
+      cpu.newSys = (sysMs(apis.new.pid) - sys0.new) / reps;
+      cpu.bareSys = (sysMs(bare.pid) - sys0.bare) / reps;
     } finally {
       await bare.stop();
     }
     const p = (k: string) => summarize(ms[k] ?? []).p50;
     const bound = p("raw") + p("http");
     process.stdout.write(
-      `${s.id.padEnd(6)} bound ${bound.toFixed(2)} ms (raw ${p("raw").toFixed(2)} + http ${p("http").toFixed(2)}) | ` +
-        `base ${p("base").toFixed(2)} ms ${(p("base") / bound).toFixed(2)}× cpu ${cpu.base.toFixed(2)} ms/req | ` +
-        `new ${p("new").toFixed(2)} ms ${(p("new") / bound).toFixed(2)}× cpu ${cpu.new.toFixed(2)} ms/req | load ${loadavg()[0]?.toFixed(1)}\n`,
+      `${s.id.padEnd(6)} bound ${bound.toFixed(2)} ms (raw ${p("raw").toFixed(2)} + http ${p("http").toFixed(2)}, bare cpu ${cpu.bare.toFixed(2)} (sys ${cpu.bareSys.toFixed(2)}) ms/req) | ` +
+        `base ${p("base").toFixed(2)} ms ${(p("base") / bound).toFixed(2)}× cpu ${cpu.base.toFixed(2)} (sys ${cpu.baseSys.toFixed(2)}) ms/req | ` +
+        `new ${p("new").toFixed(2)} ms ${(p("new") / bound).toFixed(2)}× cpu ${cpu.new.toFixed(2)} (sys ${cpu.newSys.toFixed(2)}) ms/req | load ${loadavg()[0]?.toFixed(1)}\n`,
     );
   }
 } finally {
