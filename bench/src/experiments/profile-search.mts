@@ -116,6 +116,17 @@ if (profiled) {
       }
     };
     print("self", self, 40);
+    // Self time by package (node_modules package, our package, node's own), the hot path's areas.
+    const byArea = new Map<string, number>();
+    for (const [k, v] of self) {
+      const url = k.split(" ").slice(1).join(" ");
+      const area =
+        /^(@[^/]+\/[^/]+|[^/@][^/]*)\/dist/.exec(url)?.[1] ??
+        /^(packages\/[^/]+|apps\/[^/]+)/.exec(url)?.[1] ??
+        (url.startsWith("node:") ? "node" : (k.split(" ")[0] ?? "?"));
+      byArea.set(area, (byArea.get(area) ?? 0) + v);
+    }
+    print("self by area", byArea, 30);
     print("total", total, Number(process.env.SEARCH_PROFILE_TOTAL ?? 80));
   }
 }
