@@ -1,5 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { metrics, PayloadTooLargeError, renderMetrics, SpanKind, withSpan } from "@tern/core";
+import { PayloadTooLargeError, renderMetrics } from "@tern/core";
 import { apiKeysRepository } from "@tern/db";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
@@ -12,6 +12,7 @@ import { notFoundOrMethodNotAllowed } from "./middleware/not-found.ts";
 import { rejectNulCharacters } from "./middleware/nul-characters.ts";
 import { createRateLimiter, rateLimit } from "./middleware/rate-limit.ts";
 import { requestLog } from "./middleware/request-log.ts";
+import { serverSpan } from "./middleware/server-span.ts";
 import { validationHook } from "./middleware/validation.ts";
 import { pageRoutes } from "./page/routes.ts";
 import { ADMIN_QUEUES_PATH, adminQueueRoutes } from "./routes/admin/queues.ts";
@@ -55,36 +56,13 @@ export const createApp = (given: ApiDeps) => {
       : deps.rateLimiter;
   const app = new OpenAPIHono<AuthEnv>({ defaultHook: validationHook });
   app.use(requestId());
-  app.use((c, next) =>
-    // The server span of this request: a start's trace begins here (its job carries it on).
-    withSpan(
-      `${c.req.method}`,
-      { "http.request.method": c.req.method, "url.path": c.req.path },
-      async (span) => {
-        const began = performance.now();
-        try {
-          await next();
-        } finally {
-          // The route's pattern (never the raw path: ids would make a series per request).
-          const route = c.req.matchedRoutes.findLast((r) => r.method !== "ALL")?.path ?? "unmatched";
-          const status = c.res.status;
-          metrics.httpDuration.observe(
-            { method: c.req.method, route, status: String(status) },
-            (performance.now() - began) / 1000,
-          );
-          span.updateName(`${c.req.method} ${route}`);
-          span.setAttributes({ "http.route": route, "http.response.status_code": status });
-        }
-      },
-      { kind: SpanKind.SERVER },
-    ),
-  );
+  app.use(serverSpan());
   // Prometheus's scrape, beside /health: no key (keep it off the public network at the proxy).
   app.get("/metrics", async (c) => {
     const { body, contentType } = await renderMetrics();
     return c.body(body, 200, { "content-type": contentType });
   });
-  app.use(requestLog(deps.logger));
+  app.use(requestLog(deps.logger, { mode: deps.config.ACCESS_LOG, slowMs: deps.config.ACCESS_LOG_SLOW_MS }));
   const limitBody = bodyLimit({
     maxSize: MAX_BODY_BYTES,
     onError: () => {
@@ -92,8 +70,14 @@ export const createApp = (given: ApiDeps) => {
     },
   });
   // The agent server's file upload streams its body to the sandbox under its own cap
-  // (AGENT_FILE_UPLOAD_MAX_BYTES, 413 past it); every other body is held to 1 MiB.
-  app.use((c, next) => (AGENT_FILE_UPLOAD.test(c.req.path) ? next() : limitBody(c, next)));
+  // (AGENT_FILE_UPLOAD_MAX_BYTES, 413 past it); every other body is held to 1 MiB. A GET or HEAD
+  // has none to hold (@hono/node-server gives them no body): asking for it would build the full
+  // fetch Request (URL, headers, abort signal) of every read only to find that out.
+  app.use((c, next) =>
+    c.req.method === "GET" || c.req.method === "HEAD" || AGENT_FILE_UPLOAD.test(c.req.path)
+      ? next()
+      : limitBody(c, next),
+  );
   app.route("/", healthRoutes(deps, keyUsage));
   registerDocs(app, deps.config.publicUrl);
   app.route("/", pageRoutes(deps));

@@ -16,6 +16,12 @@ const apiConfigSchema = z.object({
   REDIS_URL: configFields.REDIS_URL,
   REDIS_PREFIX: configFields.REDIS_PREFIX,
   LOG_LEVEL: configFields.LOG_LEVEL,
+  /**
+   * The request log (one info line per request): `all`, every request; `errors`, only those that
+   * answered 4xx/5xx or took ACCESS_LOG_SLOW_MS or more (the metrics count every request anyway).
+   */
+  ACCESS_LOG: z.enum(["all", "errors"]).default("errors"),
+  ACCESS_LOG_SLOW_MS: z.coerce.number().int().min(0).max(600_000).default(1_000),
   API_KEY_MAX_LIFETIME_DAYS: configFields.API_KEY_MAX_LIFETIME_DAYS,
   CURSOR_SECRET: configFields.CURSOR_SECRET,
   SECRETS_KEY: configFields.SECRETS_KEY,

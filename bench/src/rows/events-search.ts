@@ -26,7 +26,11 @@ interface SearchPage {
  * Events search at 10M events (1M in the conversation searched): the API endpoint against the
  * very SQL its repository issues (compilePage), run directly with pg from this process.
  */
-export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
+export const eventsSearchRows = async (
+  ctx: BenchContext,
+  /** An experiment's own sample count per page (experiments/search-ratio.mts); the bench's otherwise. */
+  opts: { reps?: number } = {},
+): Promise<BenchRow[]> => {
   const size = ctx.quick ? QUICK_DATASET : FULL_DATASET;
   const dataset = await ensureEventsDataset(size, ctx.progress);
   ctx.progress(
@@ -92,7 +96,7 @@ export const eventsSearchRows = async (ctx: BenchContext): Promise<BenchRow[]> =
         request: { filter: { ...filter, timestampGte: gte, timestampLt: lt }, order: "asc", limit: 100 },
       },
     ];
-    const reps = ctx.quick ? 30 : 1_000;
+    const reps = opts.reps ?? (ctx.quick ? 30 : 1_000);
     const rows: BenchRow[] = [];
     const rss = sampleRss(api.pid);
     for (const s of scenarios) {

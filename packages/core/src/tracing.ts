@@ -23,6 +23,15 @@ export interface TracingHandle {
   shutdown: () => Promise<void>;
 }
 
+/** Providers started and not shut down: while none is, a span is OpenTelemetry's no-op. */
+let providersOn = 0;
+
+/**
+ * Whether spans are recorded (startTracing made a provider). Off, a hot path may skip building a
+ * span's name and attributes at all: the no-op span would drop them.
+ */
+export const tracingOn = (): boolean => providersOn > 0;
+
 export const startTracing = async (
   serviceName: string,
   opts: { endpoint?: string | undefined; exporter?: SpanExporter },
@@ -45,7 +54,15 @@ export const startTracing = async (
   });
   // Global provider, AsyncLocalStorage context and the W3C propagator.
   provider.register();
-  return { shutdown: () => provider.shutdown() };
+  providersOn++;
+  let stopped = false;
+  return {
+    shutdown: () => {
+      if (!stopped) providersOn--;
+      stopped = true;
+      return provider.shutdown();
+    },
+  };
 };
 
 /** Runs `fn` in a new span (a child of `parent`, else of the active span); ends it, recording a throw. */

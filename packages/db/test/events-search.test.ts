@@ -13,11 +13,12 @@ import {
 let database: TestDatabase;
 let search: EventsSearchRepository;
 let conversationId: string;
+let ownerId: string;
 
 beforeAll(async () => {
   database = await createTestDatabase();
   search = eventsSearchRepository(database.db);
-  ({ conversationId } = await createConversationFixture(database.db));
+  ({ conversationId, userId: ownerId } = await createConversationFixture(database.db));
   // 25 events: every fifth an AgentErrorEvent, the rest MessageEvents.
   const drafts = Array.from({ length: 25 }, (_, i) =>
     i % 5 === 0 ? newEvent.agentError(`error ${i}`) : newEvent.userMessage([{ type: "text", text: `${i}` }]),
@@ -80,5 +81,36 @@ describe("events search", () => {
       limit: 10,
     });
     expect(compiled.sql).toMatch(/order by "timestamp" desc, "seq" desc limit \$\d+/);
+  });
+
+  it("answers every shape of request as the statement built for it would (compiled once per shape)", async () => {
+    const all = (await search.page({ filter: { conversationId }, order: "asc", limit: 100 })).events;
+    const at = (i: number) => ({ timestamp: all[i]!.timestamp, seq: all[i]!.seq });
+    const filters: EventFilter[] = [
+      { conversationId },
+      { conversationId, ownerId },
+      // Not the owner: the statement's own check leaves the page empty.
+      { conversationId, ownerId: (await createConversationFixture(database.db)).userId },
+      { conversationId, ownerId, kind: "AgentErrorEvent" },
+      { conversationId, timestampGte: all[3]!.timestamp, timestampLt: all[20]!.timestamp },
+      { conversationId, ownerId, kind: "MessageEvent", timestampGte: all[2]!.timestamp, source: "user" },
+      { conversationId, source: "agent", timestampLt: all[17]!.timestamp },
+    ];
+    for (const filter of filters) {
+      for (const order of ["asc", "desc"] as const) {
+        for (const after of [null, at(order === "asc" ? 6 : 18)]) {
+          for (const limit of [1, 4, 100]) {
+            const req = { filter, order, after, limit };
+            // Twice: the first call of a shape compiles it, the second reuses it.
+            for (let i = 0; i < 2; i++) {
+              const built = await database.db.executeQuery<{ seq: number }>(search.compilePage(req));
+              const page = await search.page(req);
+              expect(page.events.map((e) => e.seq)).toEqual(built.rows.slice(0, limit).map((r) => r.seq));
+              expect(page.hasMore).toBe(built.rows.length > limit);
+            }
+          }
+        }
+      }
+    }
   });
 });
