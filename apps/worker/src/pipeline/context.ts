@@ -29,6 +29,8 @@ export interface Workspace {
   repository: RepositorySpec | null;
   /** Whether `.openhands/pre-commit.sh` exists, when PREPARING_REPOSITORY's exec looked (else look). */
   hasPreCommitScript?: boolean;
+  /** False when PREPARING_REPOSITORY's exec saw no `.openhands/setup.sh` (else the setup stage looks). */
+  hasSetupScript?: boolean;
   /** Whether any skill file exists, when PREPARING_REPOSITORY's exec looked (else look). */
   hasSkills?: boolean;
   /** The commit the clone checked out (a start from a snapshot: the snapshot's). */

@@ -42,6 +42,7 @@ export const emptyWorkspaceWarmUp = (): ExecOptions => ({
 const HAS_PRE_COMMIT = "tern: the repository has a pre-commit script";
 const HAS_SKILLS = "tern: the repository has skills";
 const SETUP_HASH = "tern: setup script ";
+const NO_SETUP = "tern: the repository has no setup script";
 
 /**
  * The tree in place, the identity, and whether there is a pre-commit script or skills to read, in one
@@ -54,7 +55,7 @@ ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
 cd "$1" || exit 1
 if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
-if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; fi
+if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; else echo "${NO_SETUP}"; fi
 ${hasSkillSourcesScript(HAS_SKILLS)}
 exit 0`;
 
@@ -118,6 +119,7 @@ export const prepareRepository = async (
     repository: spec,
     hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT),
     hasSkills: r.stdout.includes(HAS_SKILLS),
+    ...(r.stdout.includes(NO_SETUP) ? { hasSetupScript: false } : {}),
     commit: tree.commit,
     ...setupHashOf(r.stdout),
   };

@@ -73,6 +73,13 @@ end_leftovers "$1" || exit 1
 exit "$rc"
 `;
 
+/**
+ * Whether RUNNING_SETUP_SCRIPT may run the repository's code: its entry must then be written before
+ * (a takeover seeing it starts over in a fresh sandbox); otherwise it is carried by the next write.
+ */
+export const setupScriptMayRun = (workspace: Workspace): boolean =>
+  !!workspace.repository && !workspace.fromSnapshot && workspace.hasSetupScript !== false;
+
 /** RUNNING_SETUP_SCRIPT: `.openhands/setup.sh`, as the sandbox user, in the repository, within SETUP_SCRIPT_TIMEOUT. */
 export const runSetupScript = async (
   ctx: StartContext,
@@ -84,6 +91,8 @@ export const runSetupScript = async (
   if (!workspace.repository) return { ran: false, output: "" };
   // A sandbox from a snapshot: its script ran, and succeeded, before the snapshot was taken.
   if (workspace.fromSnapshot) return { ran: false, output: "" };
+  // PREPARING_REPOSITORY's exec saw none: no exec to find that out again.
+  if (workspace.hasSetupScript === false) return { ran: false, output: "" };
 
   const limitSeconds = deps.config.SETUP_SCRIPT_TIMEOUT;
   const r = await deps.sandboxes.exec(sandbox.ref, {

@@ -11,10 +11,11 @@ import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { planSnapshot, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
-import { runSetupScript } from "../pipeline/run-setup-script.ts";
+import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
 import { newStageClock, timedDeps, timingsOf } from "../pipeline/stage-timing.ts";
+import { emptyWorkspaceImage } from "../sandbox/workspace-image.ts";
 import type { JobProcessor } from "./types.ts";
 
 /**
@@ -52,9 +53,10 @@ const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: numbe
  * the time the previous one took, and every write carries the attempt: a worker that lost the
  * task (it stalled and another took over) is refused and stops.
  */
-export const conversationStartProcessor =
-  (deps: WorkerDeps): JobProcessor<"conversation.start"> =>
-  async (job) => {
+export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conversation.start"> => {
+  // Made (or found) before the first start needs it.
+  emptyWorkspaceImage(deps);
+  return async (job) => {
     const attempt = attemptOf(job);
     const log = deps.logger.child({ task_id: job.data.taskId, attempt });
     const task = await claimWhenVisible(deps, job.data.taskId, attempt);
@@ -143,14 +145,24 @@ export const conversationStartProcessor =
         await finishSandboxStart(ctx, current as { stage: StartTaskStatus; started: number } | null);
         return;
       }
-      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox, snapshot));
-      // Without a repository the next three stages have nothing to do: written with the one after them.
-      const idle = { skipWrite: !workspace.repository };
-      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), idle);
+      // A stage known to do nothing here is not written on its own: the next write carries it.
+      const emptyReady = { skipWrite: !task.request.selected_repository?.trim() && !!sandbox.emptyWorkspaceReady };
+      const workspace = await stage(
+        "PREPARING_REPOSITORY",
+        () => prepareRepository(ctx, sandbox, snapshot),
+        emptyReady,
+      );
+      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), {
+        skipWrite: !setupScriptMayRun(workspace),
+      });
       // Beside the stages after it; awaited before READY (the agent never runs before it is taken).
       const snapshotting = snapshot && setup.ran ? takeSnapshot(ctx, snapshot, sandbox, workspace) : null;
-      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), idle);
-      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), idle);
+      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), {
+        skipWrite: !workspace.repository || workspace.hasPreCommitScript === false,
+      });
+      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), {
+        skipWrite: !workspace.repository || workspace.hasSkills === false,
+      });
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
@@ -195,6 +207,7 @@ export const conversationStartProcessor =
       throw err;
     }
   };
+};
 
 /**
  * A sandbox's own start (POST /api/v1/sandboxes) ends READY once its sandbox runs: no repository,
