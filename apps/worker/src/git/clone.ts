@@ -87,18 +87,29 @@ export interface ClonedTree {
   bytes: number;
 }
 
+/** A clone on the worker, not yet in any sandbox: it can be made while the sandbox is. */
+export interface WorkerClone {
+  /** The commit checked out. */
+  commit: string;
+  /** Whose token read it (for the log). */
+  tokenSource: ResolvedAccess["source"];
+  /** Streams the tree into the sandbox under `workspaceRoot`, then removes the worker's copy. */
+  handOver(
+    sandboxes: Pick<SandboxDriver, "putArchive">,
+    ref: SandboxRef,
+    opts: { maxBytes: number; workspaceRoot: string },
+  ): Promise<ClonedTree>;
+  /** Removes the worker's copy (idempotent): a start that ends before the hand-over. */
+  discard(): Promise<void>;
+}
+
 /**
- * Clones on the worker, into a temporary directory, then streams the tree into the sandbox as a
- * tar owned by the sandbox user (1000:1000). The sandbox never sees the token, and no repository
- * code runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
+ * Clones on the worker, into a temporary directory. No repository code runs on the worker: git runs
+ * no hooks and no filters here, and the tree is only packed (by `handOver`).
  */
-export const cloneIntoSandbox = async (
-  sandboxes: Pick<SandboxDriver, "putArchive">,
-  ref: SandboxRef,
-  req: CloneRequest,
-  opts: { maxBytes: number; workspaceRoot: string },
-): Promise<ClonedTree> => {
+export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => {
   const root = await mkdtemp(join(tmpdir(), "tern-clone-"));
+  const discard = () => rm(root, { recursive: true, force: true });
   try {
     const home = join(root, "home");
     await mkdir(home);
@@ -117,12 +128,35 @@ export const cloneIntoSandbox = async (
     await stripCredentials(repo, req.access, local);
     await assertNoCredential(join(repo, ".git"), req.access.token);
     const head = await runGit(["rev-parse", "HEAD"], { cwd: repo, env: local, timeoutMs: 10_000 });
-    const bytes = await streamTree(sandboxes, ref, root, staged, opts);
-    return { stagedDir: `${opts.workspaceRoot}/${staged}`, commit: head.stdout.trim(), bytes };
-  } finally {
-    await rm(root, { recursive: true, force: true });
+    return {
+      commit: head.stdout.trim(),
+      tokenSource: req.access.source,
+      async handOver(sandboxes, ref, opts) {
+        try {
+          const bytes = await streamTree(sandboxes, ref, root, staged, opts);
+          return { stagedDir: `${opts.workspaceRoot}/${staged}`, commit: head.stdout.trim(), bytes };
+        } finally {
+          await discard();
+        }
+      },
+      discard,
+    };
+  } catch (err) {
+    await discard();
+    throw err;
   }
 };
+
+/**
+ * Clones on the worker, then streams the tree into the sandbox as a tar owned by the sandbox user
+ * (1000:1000). The sandbox never sees the token.
+ */
+export const cloneIntoSandbox = async (
+  sandboxes: Pick<SandboxDriver, "putArchive">,
+  ref: SandboxRef,
+  req: CloneRequest,
+  opts: { maxBytes: number; workspaceRoot: string },
+): Promise<ClonedTree> => (await cloneOnWorker(req)).handOver(sandboxes, ref, opts);
 
 /** tar of `dir` (symbolic links kept as links, never followed), owned 1000:1000, streamed as it is made. */
 const streamTree = async (

@@ -1,5 +1,5 @@
 import type { ExecOptions } from "@tern/sandbox";
-import { cloneIntoSandbox } from "../git/clone.ts";
+import { cloneOnWorker, type WorkerClone } from "../git/clone.ts";
 import { resolveGitAccess } from "../git/git-access.ts";
 import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
 import type { SnapshotPlan } from "./repo-snapshot.ts";
@@ -59,12 +59,40 @@ if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openha
 ${hasSkillSourcesScript(HAS_SKILLS)}
 exit 0`;
 
+/**
+ * The clone on the worker, begun while the sandbox is made (it needs none): PREPARING_REPOSITORY
+ * hands the tree over once both are there. Null when there is nothing to clone (no repository, or a
+ * start from a snapshot). A failure (an unknown repository or branch, an invalid request) is the
+ * stage's, thrown when PREPARING_REPOSITORY takes the clone; the caller discards a clone never taken.
+ */
+export const beginClone = (ctx: StartContext, snapshot: SnapshotPlan | null): Promise<WorkerClone> | null => {
+  if (snapshot?.hit) return null;
+  let spec: ReturnType<typeof repositorySpecOf>;
+  try {
+    spec = repositorySpecOf(ctx.task.request);
+  } catch {
+    // PREPARING_REPOSITORY says why, as always.
+    return null;
+  }
+  if (!spec) return null;
+  const { fullName, branch, provider } = spec;
+  const cloning = (async () => {
+    const access = snapshot?.access ?? (await resolveGitAccess(ctx.deps, ctx.task.userId, provider, fullName));
+    return cloneOnWorker({ fullName, branch, access });
+  })();
+  // Taken (and its failure thrown) by PREPARING_REPOSITORY; never an unhandled rejection before that.
+  cloning.catch(() => undefined);
+  return cloning;
+};
+
 /** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */
 export const prepareRepository = async (
   ctx: StartContext,
   sandbox: AcquiredSandbox,
   /** What planSnapshot found: a start from a snapshot has its tree in place already. */
   snapshot: SnapshotPlan | null = null,
+  /** The clone beginClone started beside the sandbox's making; else it is made here. */
+  cloning: Promise<WorkerClone> | null = null,
 ): Promise<Workspace> => {
   const { deps } = ctx;
   // Validated again here, whatever the API accepted: the worker may be fed by other producers.
@@ -90,21 +118,23 @@ export const prepareRepository = async (
   }
   // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
   // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).
-  const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
   const started = Date.now();
-  const tree = await cloneIntoSandbox(
-    deps.sandboxes,
-    sandbox.ref,
-    { fullName: spec.fullName, branch: spec.branch, access },
-    { maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024, workspaceRoot: WORKSPACE_ROOT },
-  );
+  const clone = await (cloning ??
+    (async () => {
+      const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
+      return cloneOnWorker({ fullName: spec.fullName, branch: spec.branch, access });
+    })());
+  const tree = await clone.handOver(deps.sandboxes, sandbox.ref, {
+    maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024,
+    workspaceRoot: WORKSPACE_ROOT,
+  });
   ctx.log.info(
     {
       repository: spec.fullName,
       commit: tree.commit,
       bytes: tree.bytes,
       ms: Date.now() - started,
-      token: access.source,
+      token: clone.tokenSource,
     },
     "cloned on the worker and handed to the sandbox",
   );

@@ -4,11 +4,12 @@ import type { JobPayload } from "@tern/queue";
 import { deliverPendingMessages, runForDeliveredMessages } from "@tern/services";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { WorkerDeps } from "../deps.ts";
+import type { WorkerClone } from "../git/clone.ts";
 import { acquireSandbox } from "../pipeline/acquire-sandbox.ts";
 import { LostOwnership, type StartContext } from "../pipeline/context.ts";
 import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
-import { prepareRepository } from "../pipeline/prepare-repository.ts";
+import { beginClone, prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { planSnapshot, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
 import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
@@ -122,6 +123,8 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
     };
 
     let snapshot: SnapshotPlan | null = null;
+    /** The repository's clone on the worker, made while the sandbox is. */
+    let cloning: Promise<WorkerClone> | null = null;
     try {
       // Before any stage is entered: the status the task was left in by the attempt before this one.
       const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
@@ -131,6 +134,7 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
           // A start taken over or retried never begins from a snapshot: its own sandbox may exist already.
           const plan = task.status === "WORKING" || freshName ? await planSnapshot(ctx) : null;
           snapshot = plan;
+          cloning = beginClone(ctx, plan);
           return acquireSandbox(ctx, freshName, plan?.hit?.image);
         },
         {
@@ -149,7 +153,7 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
       const emptyReady = { skipWrite: !task.request.selected_repository?.trim() && !!sandbox.emptyWorkspaceReady };
       const workspace = await stage(
         "PREPARING_REPOSITORY",
-        () => prepareRepository(ctx, sandbox, snapshot),
+        () => prepareRepository(ctx, sandbox, snapshot, cloning),
         emptyReady,
       );
       const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), {
@@ -205,6 +209,9 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
       }
       log.warn({ stage: at, err, attempts_made: job.attemptsMade }, "start stage failed; will retry");
       throw err;
+    } finally {
+      // A clone never handed over (the start ended before) leaves nothing on the worker.
+      (cloning as Promise<WorkerClone> | null)?.then((c) => c.discard()).catch(() => undefined);
     }
   };
 };
