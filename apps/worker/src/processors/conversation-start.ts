@@ -11,7 +11,7 @@ import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { beginClone, prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
-import { planSnapshot, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
+import { acquireSandboxForStart, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
 import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
@@ -132,10 +132,16 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         "WAITING_FOR_SANDBOX",
         async () => {
           // A start taken over or retried never begins from a snapshot: its own sandbox may exist already.
-          const plan = task.status === "WORKING" || freshName ? await planSnapshot(ctx) : null;
-          snapshot = plan;
-          cloning = beginClone(ctx, plan);
-          return acquireSandbox(ctx, freshName, plan?.hit?.image);
+          const made = await acquireSandboxForStart(
+            ctx,
+            task.status === "WORKING" || !!freshName,
+            (image) => acquireSandbox(ctx, freshName, image),
+            (plan) => {
+              cloning = beginClone(ctx, plan);
+            },
+          );
+          snapshot = made.snapshot;
+          return made.sandbox;
         },
         {
           // The fence: a sandbox of this attempt's own name (a fresh one) goes with the attempt; the
