@@ -187,7 +187,6 @@ export const takeSnapshot = async (
   const snapshots = repoSnapshotsRepository(deps.db);
   try {
     const { id, replaced } = await snapshots.begin(key);
-    for (const image of replaced) await deps.sandboxes.removeImage?.(image);
     const made = await deps.sandboxes.commit!(sandbox.ref, {
       baseImage: key.baseImage,
       labels: {
@@ -206,7 +205,12 @@ export const takeSnapshot = async (
       { snapshot: id, image: made.image, bytes: made.bytes, ms: Date.now() - started },
       "snapshot of the repository after its setup script taken",
     );
-    await evictSnapshots(deps, key.userId);
+    // Not before READY: what is removed is no start's any more (a worker that dies first leaves the
+    // images to the janitor's sweep of images no row owns).
+    void (async () => {
+      for (const image of replaced) await deps.sandboxes.removeImage?.(image);
+      await evictSnapshots(deps, key.userId);
+    })().catch((err: unknown) => ctx.log.warn({ err }, "replaced or evicted snapshots not removed; the janitor will"));
   } catch (err) {
     ctx.log.warn({ err }, "snapshot not taken; the next start clones again");
   }
