@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Transform } from "node:stream";
@@ -93,6 +93,8 @@ export interface WorkerClone {
   commit: string;
   /** Whose token read it (for the log). */
   tokenSource: ResolvedAccess["source"];
+  /** Whether the tree holds `path` (a file, directory or link; never followed), read on the worker. */
+  holds(path: string): Promise<boolean>;
   /** Streams the tree into the sandbox under `workspaceRoot`, then removes the worker's copy. */
   handOver(
     sandboxes: Pick<SandboxDriver, "putArchive">,
@@ -131,6 +133,11 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
     return {
       commit: head.stdout.trim(),
       tokenSource: req.access.source,
+      holds: (path) =>
+        lstat(join(repo, path)).then(
+          () => true,
+          () => false,
+        ),
       async handOver(sandboxes, ref, opts) {
         try {
           const bytes = await streamTree(sandboxes, ref, root, staged, opts);

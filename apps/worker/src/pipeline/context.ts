@@ -37,6 +37,11 @@ export interface Workspace {
   commit?: string;
   /** Git's hash of `.openhands/setup.sh` as cloned, when there is one: part of a snapshot's key. */
   setupHash?: string;
+  /**
+   * The tree handed over but not yet in place (under this name in /workspace): the setup script's exec
+   * places it first, and says then what the facts above are (else PREPARING_REPOSITORY's exec did).
+   */
+  stagedDir?: string;
   /** Made from a repository snapshot: cloned and set up already. */
   fromSnapshot?: boolean;
 }

@@ -85,6 +85,42 @@ export const beginClone = (ctx: StartContext, snapshot: SnapshotPlan | null): Pr
   return cloning;
 };
 
+/**
+ * What the tree's own exec says (the pre-commit script, the setup script's hash, skills) into a
+ * workspace: from PREPARING_REPOSITORY's exec, or from the setup script's when that one placed the tree.
+ */
+export const workspaceFactsOf = (
+  stdout: string,
+): Pick<Workspace, "hasPreCommitScript" | "hasSkills" | "hasSetupScript" | "setupHash"> => ({
+  hasPreCommitScript: stdout.includes(HAS_PRE_COMMIT),
+  hasSkills: stdout.includes(HAS_SKILLS),
+  ...(stdout.includes(NO_SETUP) ? { hasSetupScript: false } : {}),
+  ...setupHashOf(stdout),
+});
+
+/**
+ * The tree staged by the hand-over moved into place with the identity, printing what workspaceFactsOf
+ * reads; for the setup script's exec to run first, with its arguments (staged directory, destination).
+ * Its own output goes nowhere but the facts: the setup script's output follows them.
+ */
+export const placeBeforeSetupScript = (): string => `( set -- "$2" "$3"
+( ${PLACE_SCRIPT} ) >/dev/null || exit $?
+set -- "$2"
+${IDENTITY_SCRIPT}
+rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
+cd "$1" || exit 1
+if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
+if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; else echo "${NO_SETUP}"; fi
+${hasSkillSourcesScript(HAS_SKILLS)}
+exit 0 ) || { echo "${PLACEMENT_FAILED}"; exit 1; }`;
+
+/** What the setup script's exec prints when placing the tree before it failed (a passing fault). */
+export const PLACEMENT_FAILED = "tern: placing the clone failed";
+
+/** Lines of workspaceFactsOf's markers, which come before the setup script's own output. */
+export const isWorkspaceFact = (line: string): boolean =>
+  [HAS_PRE_COMMIT, HAS_SKILLS, NO_SETUP].includes(line) || line.startsWith(SETUP_HASH);
+
 /** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */
 export const prepareRepository = async (
   ctx: StartContext,
@@ -124,6 +160,9 @@ export const prepareRepository = async (
       const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
       return cloneOnWorker({ fullName: spec.fullName, branch: spec.branch, access });
     })());
+  // With a setup script, its exec places the tree first (one exec fewer; once RUNNING_SETUP_SCRIPT is
+  // written, a takeover starts over in a fresh sandbox whatever was placed).
+  const placeWithSetup = await clone.holds(".openhands/setup.sh");
   const tree = await clone.handOver(deps.sandboxes, sandbox.ref, {
     maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024,
     workspaceRoot: WORKSPACE_ROOT,
@@ -138,21 +177,14 @@ export const prepareRepository = async (
     },
     "cloned on the worker and handed to the sandbox",
   );
+  if (placeWithSetup) return { dir, repository: spec, commit: tree.commit, stagedDir: tree.stagedDir };
   const r = await execChecked(
     ctx,
     sandbox.ref,
     { cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", tree.stagedDir, dir], maxOutputBytes: 64 * 1024 },
     "placing the clone",
   );
-  return {
-    dir,
-    repository: spec,
-    hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT),
-    hasSkills: r.stdout.includes(HAS_SKILLS),
-    ...(r.stdout.includes(NO_SETUP) ? { hasSetupScript: false } : {}),
-    commit: tree.commit,
-    ...setupHashOf(r.stdout),
-  };
+  return { dir, repository: spec, commit: tree.commit, ...workspaceFactsOf(r.stdout) };
 };
 
 const setupHashOf = (stdout: string): { setupHash?: string } => {
