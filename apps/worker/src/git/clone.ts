@@ -79,7 +79,7 @@ const stripCredentials = async (repo: string, access: ResolvedAccess, env: Recor
   await runGit(["config", "--local", "--unset-all", "credential.helper"], { cwd: repo, env, timeoutMs: 10_000 });
 };
 
-export interface ClonedTree {
+interface ClonedTree {
   /** The directory under /workspace the tree was unpacked as; the caller moves it into place. */
   stagedDir: string;
   /** The commit checked out. */
@@ -106,8 +106,9 @@ export interface WorkerClone {
 }
 
 /**
- * Clones on the worker, into a temporary directory. No repository code runs on the worker: git runs
- * no hooks and no filters here, and the tree is only packed (by `handOver`).
+ * Clones on the worker, into a temporary directory; `handOver` streams the tree into the sandbox as a
+ * tar owned by the sandbox user (1000:1000): the sandbox never sees the token. No repository code
+ * runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
  */
 export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => {
   const root = await mkdtemp(join(tmpdir(), "tern-clone-"));
@@ -153,17 +154,6 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
     throw err;
   }
 };
-
-/**
- * Clones on the worker, then streams the tree into the sandbox as a tar owned by the sandbox user
- * (1000:1000). The sandbox never sees the token.
- */
-export const cloneIntoSandbox = async (
-  sandboxes: Pick<SandboxDriver, "putArchive">,
-  ref: SandboxRef,
-  req: CloneRequest,
-  opts: { maxBytes: number; workspaceRoot: string },
-): Promise<ClonedTree> => (await cloneOnWorker(req)).handOver(sandboxes, ref, opts);
 
 /** tar of `dir` (symbolic links kept as links, never followed), owned 1000:1000, streamed as it is made. */
 const streamTree = async (
