@@ -151,6 +151,8 @@ export interface SandboxInfo {
   state: SandboxState;
   labels: Record<string, string>;
   createdAt: string;
+  /** The image it was created from, as its spec named it (absent when the backend does not say). */
+  image?: string;
 }
 
 /** What `prepare` set up. */
@@ -302,6 +304,11 @@ export interface SandboxDriver {
   listImages?(labels: Record<string, string>): Promise<SandboxImage[]>;
   /** Removes an image; a missing one, or one a sandbox still runs from, is left (no error). */
   removeImage?(image: string): Promise<void>;
+  /**
+   * The backend's id of an image named by `image` (a tag, or an id): it changes when the tag is
+   * built again. Null when there is no such image.
+   */
+  imageId?(image: string): Promise<string | null>;
 }
 
 /** A warm pool of started sandboxes, claimed atomically by start jobs. */

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Transform } from "node:stream";
@@ -79,7 +79,7 @@ const stripCredentials = async (repo: string, access: ResolvedAccess, env: Recor
   await runGit(["config", "--local", "--unset-all", "credential.helper"], { cwd: repo, env, timeoutMs: 10_000 });
 };
 
-export interface ClonedTree {
+interface ClonedTree {
   /** The directory under /workspace the tree was unpacked as; the caller moves it into place. */
   stagedDir: string;
   /** The commit checked out. */
@@ -87,18 +87,32 @@ export interface ClonedTree {
   bytes: number;
 }
 
+/** A clone on the worker, not yet in any sandbox: it can be made while the sandbox is. */
+export interface WorkerClone {
+  /** The commit checked out. */
+  commit: string;
+  /** Whose token read it (for the log). */
+  tokenSource: ResolvedAccess["source"];
+  /** Whether the tree holds `path` (a file, directory or link; never followed), read on the worker. */
+  holds(path: string): Promise<boolean>;
+  /** Streams the tree into the sandbox under `workspaceRoot`, then removes the worker's copy. */
+  handOver(
+    sandboxes: Pick<SandboxDriver, "putArchive">,
+    ref: SandboxRef,
+    opts: { maxBytes: number; workspaceRoot: string },
+  ): Promise<ClonedTree>;
+  /** Removes the worker's copy (idempotent): a start that ends before the hand-over. */
+  discard(): Promise<void>;
+}
+
 /**
- * Clones on the worker, into a temporary directory, then streams the tree into the sandbox as a
- * tar owned by the sandbox user (1000:1000). The sandbox never sees the token, and no repository
- * code runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
+ * Clones on the worker, into a temporary directory; `handOver` streams the tree into the sandbox as a
+ * tar owned by the sandbox user (1000:1000): the sandbox never sees the token. No repository code
+ * runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
  */
-export const cloneIntoSandbox = async (
-  sandboxes: Pick<SandboxDriver, "putArchive">,
-  ref: SandboxRef,
-  req: CloneRequest,
-  opts: { maxBytes: number; workspaceRoot: string },
-): Promise<ClonedTree> => {
+export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => {
   const root = await mkdtemp(join(tmpdir(), "tern-clone-"));
+  const discard = () => rm(root, { recursive: true, force: true });
   try {
     const home = join(root, "home");
     await mkdir(home);
@@ -117,10 +131,27 @@ export const cloneIntoSandbox = async (
     await stripCredentials(repo, req.access, local);
     await assertNoCredential(join(repo, ".git"), req.access.token);
     const head = await runGit(["rev-parse", "HEAD"], { cwd: repo, env: local, timeoutMs: 10_000 });
-    const bytes = await streamTree(sandboxes, ref, root, staged, opts);
-    return { stagedDir: `${opts.workspaceRoot}/${staged}`, commit: head.stdout.trim(), bytes };
-  } finally {
-    await rm(root, { recursive: true, force: true });
+    return {
+      commit: head.stdout.trim(),
+      tokenSource: req.access.source,
+      holds: (path) =>
+        lstat(join(repo, path)).then(
+          () => true,
+          () => false,
+        ),
+      async handOver(sandboxes, ref, opts) {
+        try {
+          const bytes = await streamTree(sandboxes, ref, root, staged, opts);
+          return { stagedDir: `${opts.workspaceRoot}/${staged}`, commit: head.stdout.trim(), bytes };
+        } finally {
+          await discard();
+        }
+      },
+      discard,
+    };
+  } catch (err) {
+    await discard();
+    throw err;
   }
 };
 

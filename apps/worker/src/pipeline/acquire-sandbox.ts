@@ -2,6 +2,7 @@ import { metrics, newId } from "@tern/core";
 import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { SandboxLabel, type SandboxRef, type SandboxSpec } from "@tern/sandbox";
 import { sandboxLimitsOf } from "../config.ts";
+import { emptyWorkspaceImage, forgetEmptyWorkspaceImage } from "../sandbox/workspace-image.ts";
 import {
   type AcquiredSandbox,
   conversationIdForTask,
@@ -64,9 +65,12 @@ export const acquireSandbox = async (
     engineId: deps.engineId,
   });
   if (!ref) {
+    // Without a repository the workspace is the empty one: made in the image already when it exists.
+    const noRepository = task.kind === "conversation" && !task.request.selected_repository?.trim();
+    const prepared = noRepository && !snapshotImage ? emptyWorkspaceImage(deps) : null;
     const spec: SandboxSpec = {
       name: row.name,
-      image,
+      image: prepared ?? image,
       labels: {
         [SandboxLabel.Marker]: "1",
         [SandboxLabel.Namespace]: config.REDIS_PREFIX,
@@ -77,8 +81,16 @@ export const acquireSandbox = async (
       },
       limits: sandboxLimitsOf(config),
     };
-    const info = await deps.sandboxes.create(spec);
+    const info = await deps.sandboxes.create(spec).catch(async (err: unknown) => {
+      if (!prepared) throw err;
+      // Removed underneath (a newer build of the sandbox image replaced it): the sandbox image serves.
+      forgetEmptyWorkspaceImage(deps, prepared);
+      ctx.log.warn({ err, image: prepared }, "empty-workspace image unusable; creating from the sandbox image");
+      return deps.sandboxes.create({ ...spec, image });
+    });
     ref = info.ref;
+    // An adopted sandbox (an earlier attempt's) says which image it was made from.
+    emptyWorkspaceReady = prepared !== null && info.image === prepared;
   }
   // Two round trips at once: neither waits on the other.
   const [, owned] = await Promise.all([

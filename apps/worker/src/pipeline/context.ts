@@ -29,12 +29,19 @@ export interface Workspace {
   repository: RepositorySpec | null;
   /** Whether `.openhands/pre-commit.sh` exists, when PREPARING_REPOSITORY's exec looked (else look). */
   hasPreCommitScript?: boolean;
+  /** False when PREPARING_REPOSITORY's exec saw no `.openhands/setup.sh` (else the setup stage looks). */
+  hasSetupScript?: boolean;
   /** Whether any skill file exists, when PREPARING_REPOSITORY's exec looked (else look). */
   hasSkills?: boolean;
   /** The commit the clone checked out (a start from a snapshot: the snapshot's). */
   commit?: string;
   /** Git's hash of `.openhands/setup.sh` as cloned, when there is one: part of a snapshot's key. */
   setupHash?: string;
+  /**
+   * The tree handed over but not yet in place (under this name in /workspace): the setup script's exec
+   * places it first, and says then what the facts above are (else PREPARING_REPOSITORY's exec did).
+   */
+  stagedDir?: string;
   /** Made from a repository snapshot: cloned and set up already. */
   fromSnapshot?: boolean;
 }

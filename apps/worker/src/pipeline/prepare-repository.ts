@@ -1,5 +1,5 @@
 import type { ExecOptions } from "@tern/sandbox";
-import { cloneIntoSandbox } from "../git/clone.ts";
+import { cloneOnWorker, type WorkerClone } from "../git/clone.ts";
 import { resolveGitAccess } from "../git/git-access.ts";
 import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
 import type { SnapshotPlan } from "./repo-snapshot.ts";
@@ -42,6 +42,7 @@ export const emptyWorkspaceWarmUp = (): ExecOptions => ({
 const HAS_PRE_COMMIT = "tern: the repository has a pre-commit script";
 const HAS_SKILLS = "tern: the repository has skills";
 const SETUP_HASH = "tern: setup script ";
+const NO_SETUP = "tern: the repository has no setup script";
 
 /**
  * The tree in place, the identity, and whether there is a pre-commit script or skills to read, in one
@@ -54,9 +55,71 @@ ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
 cd "$1" || exit 1
 if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
-if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; fi
+if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; else echo "${NO_SETUP}"; fi
 ${hasSkillSourcesScript(HAS_SKILLS)}
 exit 0`;
+
+/**
+ * The clone on the worker, begun while the sandbox is made (it needs none): PREPARING_REPOSITORY
+ * hands the tree over once both are there. Null when there is nothing to clone (no repository, or a
+ * start from a snapshot). A failure (an unknown repository or branch, an invalid request) is the
+ * stage's, thrown when PREPARING_REPOSITORY takes the clone; the caller discards a clone never taken.
+ */
+export const beginClone = (ctx: StartContext, snapshot: SnapshotPlan | null): Promise<WorkerClone> | null => {
+  if (snapshot?.hit) return null;
+  let spec: ReturnType<typeof repositorySpecOf>;
+  try {
+    spec = repositorySpecOf(ctx.task.request);
+  } catch {
+    // PREPARING_REPOSITORY says why, as always.
+    return null;
+  }
+  if (!spec) return null;
+  const { fullName, branch, provider } = spec;
+  const cloning = (async () => {
+    const access = snapshot?.access ?? (await resolveGitAccess(ctx.deps, ctx.task.userId, provider, fullName));
+    return cloneOnWorker({ fullName, branch, access });
+  })();
+  // Taken (and its failure thrown) by PREPARING_REPOSITORY; never an unhandled rejection before that.
+  cloning.catch(() => undefined);
+  return cloning;
+};
+
+/**
+ * What the tree's own exec says (the pre-commit script, the setup script's hash, skills) into a
+ * workspace: from PREPARING_REPOSITORY's exec, or from the setup script's when that one placed the tree.
+ */
+export const workspaceFactsOf = (
+  stdout: string,
+): Pick<Workspace, "hasPreCommitScript" | "hasSkills" | "hasSetupScript" | "setupHash"> => ({
+  hasPreCommitScript: stdout.includes(HAS_PRE_COMMIT),
+  hasSkills: stdout.includes(HAS_SKILLS),
+  ...(stdout.includes(NO_SETUP) ? { hasSetupScript: false } : {}),
+  ...setupHashOf(stdout),
+});
+
+/**
+ * The tree staged by the hand-over moved into place with the identity, printing what workspaceFactsOf
+ * reads; for the setup script's exec to run first, with its arguments (staged directory, destination).
+ * Its own output goes nowhere but the facts: the setup script's output follows them.
+ */
+export const placeBeforeSetupScript = (): string => `( set -- "$2" "$3"
+( ${PLACE_SCRIPT} ) >/dev/null || exit $?
+set -- "$2"
+${IDENTITY_SCRIPT}
+rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
+cd "$1" || exit 1
+if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
+if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; else echo "${NO_SETUP}"; fi
+${hasSkillSourcesScript(HAS_SKILLS)}
+exit 0 ) || { echo "${PLACEMENT_FAILED}"; exit 1; }`;
+
+/** What the setup script's exec prints when placing the tree before it failed (a passing fault). */
+export const PLACEMENT_FAILED = "tern: placing the clone failed";
+
+/** Lines of workspaceFactsOf's markers, which come before the setup script's own output. */
+export const isWorkspaceFact = (line: string): boolean =>
+  [HAS_PRE_COMMIT, HAS_SKILLS, NO_SETUP].includes(line) || line.startsWith(SETUP_HASH);
 
 /** PREPARING_REPOSITORY: a shallow clone of the requested branch, or an empty git repository. */
 export const prepareRepository = async (
@@ -64,6 +127,8 @@ export const prepareRepository = async (
   sandbox: AcquiredSandbox,
   /** What planSnapshot found: a start from a snapshot has its tree in place already. */
   snapshot: SnapshotPlan | null = null,
+  /** The clone beginClone started beside the sandbox's making; else it is made here. */
+  cloning: Promise<WorkerClone> | null = null,
 ): Promise<Workspace> => {
   const { deps } = ctx;
   // Validated again here, whatever the API accepted: the worker may be fed by other producers.
@@ -89,38 +154,37 @@ export const prepareRepository = async (
   }
   // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
   // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).
-  const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
   const started = Date.now();
-  const tree = await cloneIntoSandbox(
-    deps.sandboxes,
-    sandbox.ref,
-    { fullName: spec.fullName, branch: spec.branch, access },
-    { maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024, workspaceRoot: WORKSPACE_ROOT },
-  );
+  const clone = await (cloning ??
+    (async () => {
+      const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
+      return cloneOnWorker({ fullName: spec.fullName, branch: spec.branch, access });
+    })());
+  // With a setup script, its exec places the tree first (one exec fewer; once RUNNING_SETUP_SCRIPT is
+  // written, a takeover starts over in a fresh sandbox whatever was placed).
+  const placeWithSetup = await clone.holds(".openhands/setup.sh");
+  const tree = await clone.handOver(deps.sandboxes, sandbox.ref, {
+    maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024,
+    workspaceRoot: WORKSPACE_ROOT,
+  });
   ctx.log.info(
     {
       repository: spec.fullName,
       commit: tree.commit,
       bytes: tree.bytes,
       ms: Date.now() - started,
-      token: access.source,
+      token: clone.tokenSource,
     },
     "cloned on the worker and handed to the sandbox",
   );
+  if (placeWithSetup) return { dir, repository: spec, commit: tree.commit, stagedDir: tree.stagedDir };
   const r = await execChecked(
     ctx,
     sandbox.ref,
     { cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", tree.stagedDir, dir], maxOutputBytes: 64 * 1024 },
     "placing the clone",
   );
-  return {
-    dir,
-    repository: spec,
-    hasPreCommitScript: r.stdout.includes(HAS_PRE_COMMIT),
-    hasSkills: r.stdout.includes(HAS_SKILLS),
-    commit: tree.commit,
-    ...setupHashOf(r.stdout),
-  };
+  return { dir, repository: spec, commit: tree.commit, ...workspaceFactsOf(r.stdout) };
 };
 
 const setupHashOf = (stdout: string): { setupHash?: string } => {

@@ -47,13 +47,22 @@ const lsRemote = async (access: ResolvedAccess, branch: string | null): Promise<
   return /^[0-9a-f]{40,64}$/.test(commit) ? commit : null;
 };
 
+/** What a start knows of snapshots from the database alone, before it asks the host for the commit. */
+interface SnapshotDraft {
+  key: RepoSnapshotKey;
+  access: ResolvedAccess;
+  /** Only a plan without a snapshot can come of it (`fresh`, or the user has none of this repository). */
+  noHit: boolean;
+  /** The user's snapshot of this repository used last: most likely of the commit the host names. */
+  likely: RepoSnapshot | null;
+}
+
 /**
- * Before the sandbox: whether this start may begin from a snapshot of the same user's. The commit is
- * the host's now (git ls-remote on the worker, with the user's access, as the clone); a start that
- * asked for `fresh` never takes one. Null when snapshots do not apply (no repository, switched off,
- * a driver without images, or the host could not say).
+ * Before the sandbox: whether this start may begin from a snapshot of the same user's, from the
+ * database alone. A start that asked for `fresh` never takes one. Null when snapshots do not apply
+ * (no repository, switched off, a driver without images).
  */
-export const planSnapshot = async (ctx: StartContext): Promise<SnapshotPlan | null> => {
+const draftSnapshot = async (ctx: StartContext): Promise<SnapshotDraft | null> => {
   const { deps, task } = ctx;
   if (!snapshotsEnabled(deps)) return null;
   // A request or an access the clone would refuse: null here, so PREPARING_REPOSITORY says why, as always.
@@ -65,32 +74,90 @@ export const planSnapshot = async (ctx: StartContext): Promise<SnapshotPlan | nu
     }
   })();
   if (!spec) return null;
-  const access = await resolveGitAccess(deps, task.userId, spec.provider, spec.fullName).catch(() => null);
+  const fresh = (task.request as { fresh?: boolean | null }).fresh === true;
+  const [access, snapshots] = await Promise.all([
+    resolveGitAccess(deps, task.userId, spec.provider, spec.fullName).catch(() => null),
+    // The user's own only (bounded by REPO_SNAPSHOTS_MAX_PER_USER), last used first.
+    fresh ? [] : repoSnapshotsRepository(deps.db).listForUser(task.userId),
+  ]);
   if (!access) return null;
-  const started = Date.now();
   const key: RepoSnapshotKey = {
     userId: task.userId,
     engineId: deps.engineId,
     provider: spec.provider,
     repository: spec.fullName,
     branch: spec.branch ?? "",
-    // Known once the host said (below), or once the clone checked it out.
+    // Known once the host said (confirmSnapshot), or once the clone checked it out.
     commit: "",
     baseImage: deps.config.SANDBOX_IMAGE,
   };
-  const fresh = (task.request as { fresh?: boolean | null }).fresh === true;
-  const snapshots = repoSnapshotsRepository(deps.db);
-  // The host is asked only when a snapshot could serve: a first start pays no ls-remote.
-  if (fresh || !(await snapshots.anyFor(key))) return { key, hit: null, access };
+  const same = snapshots.filter(
+    (s) =>
+      s.image !== "" &&
+      s.engineId === key.engineId &&
+      s.provider === key.provider &&
+      s.repository === key.repository &&
+      s.branch === key.branch &&
+      s.baseImage === key.baseImage,
+  );
+  return { key, access, noHit: fresh || same.length === 0, likely: same[0] ?? null };
+};
+
+/**
+ * The commit is the host's now (git ls-remote on the worker, with the user's access, as the clone):
+ * the snapshot of exactly that commit, if the user has one, is taken. The host is asked only when a
+ * snapshot could serve: a first start pays no ls-remote.
+ */
+const confirmSnapshot = async (ctx: StartContext, draft: SnapshotDraft): Promise<SnapshotPlan> => {
+  const { key, access } = draft;
+  if (draft.noHit) return { key, hit: null, access };
+  const started = Date.now();
+  const spec = { fullName: key.repository, branch: key.branch || null };
   const commit = await lsRemote(access, spec.branch).catch(() => null);
   if (!commit) return { key, hit: null, access };
-  key.commit = commit;
-  const hit = await snapshots.take(key);
+  const confirmed = { ...key, commit };
+  const hit = await repoSnapshotsRepository(ctx.deps.db).take(confirmed);
   ctx.log.info(
     { repository: spec.fullName, commit, snapshot: hit?.id ?? null, ms: Date.now() - started },
     hit ? "starting from a snapshot" : "no snapshot of this commit",
   );
-  return { key, hit, access };
+  return { key: confirmed, hit, access };
+};
+
+/**
+ * WAITING_FOR_SANDBOX of a start that may begin from a snapshot. The host is asked for the branch's
+ * commit while the sandbox is made from the user's snapshot of the repository used last (the same
+ * user's own, never another's): when that is the snapshot of the commit the host names, the start
+ * goes on in it; otherwise that sandbox is removed, before anything ran in it, and made again from
+ * the right snapshot or the sandbox image. `cloning` is the worker's clone, begun as soon as the start
+ * is known to need one (beside the sandbox's making).
+ */
+export const acquireSandboxForStart = async (
+  ctx: StartContext,
+  /** False for a start taken over or retried: its own sandbox may exist already, it never begins from a snapshot. */
+  mayUseSnapshot: boolean,
+  acquire: (snapshotImage: string | undefined) => Promise<AcquiredSandbox>,
+  beginClone: (plan: SnapshotPlan | null) => void,
+): Promise<{ sandbox: AcquiredSandbox; snapshot: SnapshotPlan | null }> => {
+  const draft = mayUseSnapshot ? await draftSnapshot(ctx) : null;
+  const likely = draft && !draft.noHit ? draft.likely : null;
+  if (!draft || !likely) {
+    const plan = draft ? await confirmSnapshot(ctx, draft) : null;
+    beginClone(plan);
+    return { sandbox: await acquire(plan?.hit?.image), snapshot: plan };
+  }
+  const [made, plan] = await Promise.allSettled([acquire(likely.image), confirmSnapshot(ctx, draft)]);
+  if (plan.status === "rejected") {
+    if (made.status === "fulfilled") await ctx.deps.sandboxes.destroy(made.value.ref);
+    throw plan.reason;
+  }
+  if (made.status === "rejected") throw made.reason;
+  if (plan.value.hit?.image === likely.image) return { sandbox: made.value, snapshot: plan.value };
+  // Another commit (a push since), or the host could not say: this sandbox is not the start's.
+  ctx.log.info({ snapshot: likely.id }, "the snapshot made ahead is not of the branch's commit; made again");
+  beginClone(plan.value);
+  await ctx.deps.sandboxes.destroy(made.value.ref);
+  return { sandbox: await acquire(plan.value.hit?.image), snapshot: plan.value };
 };
 
 /**
@@ -120,7 +187,6 @@ export const takeSnapshot = async (
   const snapshots = repoSnapshotsRepository(deps.db);
   try {
     const { id, replaced } = await snapshots.begin(key);
-    for (const image of replaced) await deps.sandboxes.removeImage?.(image);
     const made = await deps.sandboxes.commit!(sandbox.ref, {
       baseImage: key.baseImage,
       labels: {
@@ -139,7 +205,12 @@ export const takeSnapshot = async (
       { snapshot: id, image: made.image, bytes: made.bytes, ms: Date.now() - started },
       "snapshot of the repository after its setup script taken",
     );
-    await evictSnapshots(deps, key.userId);
+    // Not before READY: what is removed is no start's any more (a worker that dies first leaves the
+    // images to the janitor's sweep of images no row owns).
+    void (async () => {
+      for (const image of replaced) await deps.sandboxes.removeImage?.(image);
+      await evictSnapshots(deps, key.userId);
+    })().catch((err: unknown) => ctx.log.warn({ err }, "replaced or evicted snapshots not removed; the janitor will"));
   } catch (err) {
     ctx.log.warn({ err }, "snapshot not taken; the next start clones again");
   }

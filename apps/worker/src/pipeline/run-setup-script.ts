@@ -1,6 +1,7 @@
 import { RepositoryFaultError } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
 import { type AcquiredSandbox, LostOwnership, lastLines, type StartContext, type Workspace } from "./context.ts";
+import { isWorkspaceFact, PLACEMENT_FAILED, placeBeforeSetupScript, workspaceFactsOf } from "./prepare-repository.ts";
 
 const SETUP_SCRIPT = ".openhands/setup.sh";
 const MAX_KEPT_OUTPUT = 64 * 1024;
@@ -73,6 +74,13 @@ end_leftovers "$1" || exit 1
 exit "$rc"
 `;
 
+/**
+ * Whether RUNNING_SETUP_SCRIPT may run the repository's code: its entry must then be written before
+ * (a takeover seeing it starts over in a fresh sandbox); otherwise it is carried by the next write.
+ */
+export const setupScriptMayRun = (workspace: Workspace): boolean =>
+  !!workspace.repository && !workspace.fromSnapshot && workspace.hasSetupScript !== false;
+
 /** RUNNING_SETUP_SCRIPT: `.openhands/setup.sh`, as the sandbox user, in the repository, within SETUP_SCRIPT_TIMEOUT. */
 export const runSetupScript = async (
   ctx: StartContext,
@@ -84,16 +92,46 @@ export const runSetupScript = async (
   if (!workspace.repository) return { ran: false, output: "" };
   // A sandbox from a snapshot: its script ran, and succeeded, before the snapshot was taken.
   if (workspace.fromSnapshot) return { ran: false, output: "" };
+  // PREPARING_REPOSITORY's exec saw none: no exec to find that out again.
+  if (workspace.hasSetupScript === false) return { ran: false, output: "" };
 
   const limitSeconds = deps.config.SETUP_SCRIPT_TIMEOUT;
+  const staged = workspace.stagedDir;
   const r = await deps.sandboxes.exec(sandbox.ref, {
-    cmd: ["bash", "-c", RUN_SCRIPT, "setup", SETUP_SCRIPT],
-    cwd: workspace.dir,
+    // A tree handed over but not in place yet is placed first, in the same exec (one exec fewer).
+    cmd: staged
+      ? [
+          "bash",
+          "-c",
+          `${placeBeforeSetupScript()}
+cd "$3" || exit 1
+${RUN_SCRIPT}`,
+          "setup",
+          SETUP_SCRIPT,
+          staged,
+          workspace.dir,
+        ]
+      : ["bash", "-c", RUN_SCRIPT, "setup", SETUP_SCRIPT],
+    cwd: staged ? workspace.dir.slice(0, workspace.dir.lastIndexOf("/")) : workspace.dir,
     timeoutMs: limitSeconds * 1000,
-    maxOutputBytes: MAX_KEPT_OUTPUT,
+    maxOutputBytes: MAX_KEPT_OUTPUT + 4096,
   });
-  if (r.exitCode === 0 && r.stdout === NO_SCRIPT && !r.stderr) return { ran: false, output: "" };
-  const output = r.stdout + r.stderr;
+  let stdout = r.stdout;
+  if (staged) {
+    if (stdout.startsWith(PLACEMENT_FAILED)) {
+      throw new Error(`placing the clone failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr, 3)}`);
+    }
+    // The facts come first, one a line; the script's own output follows.
+    const lines = stdout.split("\n");
+    let n = 0;
+    while (n < lines.length && isWorkspaceFact(lines[n] ?? "")) n++;
+    // Read by the stages after this one (the hook, the skills, the snapshot's key).
+    Object.assign(workspace, workspaceFactsOf(lines.slice(0, n).join("\n")));
+    delete workspace.stagedDir;
+    stdout = lines.slice(n).join("\n");
+  }
+  if (r.exitCode === 0 && stdout === NO_SCRIPT && !r.stderr) return { ran: false, output: "" };
+  const output = stdout + r.stderr;
   if (!(await startTasksRepository(deps.db).setSetupOutput(ctx.task.id, ctx.attempt, output))) {
     throw new LostOwnership(ctx.task.id);
   }

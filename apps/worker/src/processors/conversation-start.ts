@@ -4,17 +4,19 @@ import type { JobPayload } from "@tern/queue";
 import { deliverPendingMessages, runForDeliveredMessages } from "@tern/services";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { WorkerDeps } from "../deps.ts";
+import type { WorkerClone } from "../git/clone.ts";
 import { acquireSandbox } from "../pipeline/acquire-sandbox.ts";
 import { LostOwnership, type StartContext } from "../pipeline/context.ts";
 import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
-import { prepareRepository } from "../pipeline/prepare-repository.ts";
+import { beginClone, prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
-import { planSnapshot, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
-import { runSetupScript } from "../pipeline/run-setup-script.ts";
+import { acquireSandboxForStart, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
+import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
 import { newStageClock, timedDeps, timingsOf } from "../pipeline/stage-timing.ts";
+import { emptyWorkspaceImage } from "../sandbox/workspace-image.ts";
 import type { JobProcessor } from "./types.ts";
 
 /**
@@ -52,9 +54,10 @@ const claimWhenVisible = async (deps: WorkerDeps, taskId: string, attempt: numbe
  * the time the previous one took, and every write carries the attempt: a worker that lost the
  * task (it stalled and another took over) is refused and stops.
  */
-export const conversationStartProcessor =
-  (deps: WorkerDeps): JobProcessor<"conversation.start"> =>
-  async (job) => {
+export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conversation.start"> => {
+  // Made (or found) before the first start needs it.
+  emptyWorkspaceImage(deps);
+  return async (job) => {
     const attempt = attemptOf(job);
     const log = deps.logger.child({ task_id: job.data.taskId, attempt });
     const task = await claimWhenVisible(deps, job.data.taskId, attempt);
@@ -120,6 +123,8 @@ export const conversationStartProcessor =
     };
 
     let snapshot: SnapshotPlan | null = null;
+    /** The repository's clone on the worker, made while the sandbox is. */
+    let cloning: Promise<WorkerClone> | null = null;
     try {
       // Before any stage is entered: the status the task was left in by the attempt before this one.
       const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
@@ -127,9 +132,16 @@ export const conversationStartProcessor =
         "WAITING_FOR_SANDBOX",
         async () => {
           // A start taken over or retried never begins from a snapshot: its own sandbox may exist already.
-          const plan = task.status === "WORKING" || freshName ? await planSnapshot(ctx) : null;
-          snapshot = plan;
-          return acquireSandbox(ctx, freshName, plan?.hit?.image);
+          const made = await acquireSandboxForStart(
+            ctx,
+            task.status === "WORKING" || !!freshName,
+            (image) => acquireSandbox(ctx, freshName, image),
+            (plan) => {
+              cloning = beginClone(ctx, plan);
+            },
+          );
+          snapshot = made.snapshot;
+          return made.sandbox;
         },
         {
           // The fence: a sandbox of this attempt's own name (a fresh one) goes with the attempt; the
@@ -143,14 +155,24 @@ export const conversationStartProcessor =
         await finishSandboxStart(ctx, current as { stage: StartTaskStatus; started: number } | null);
         return;
       }
-      const workspace = await stage("PREPARING_REPOSITORY", () => prepareRepository(ctx, sandbox, snapshot));
-      // Without a repository the next three stages have nothing to do: written with the one after them.
-      const idle = { skipWrite: !workspace.repository };
-      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), idle);
+      // A stage known to do nothing here is not written on its own: the next write carries it.
+      const emptyReady = { skipWrite: !task.request.selected_repository?.trim() && !!sandbox.emptyWorkspaceReady };
+      const workspace = await stage(
+        "PREPARING_REPOSITORY",
+        () => prepareRepository(ctx, sandbox, snapshot, cloning),
+        emptyReady,
+      );
+      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), {
+        skipWrite: !setupScriptMayRun(workspace),
+      });
       // Beside the stages after it; awaited before READY (the agent never runs before it is taken).
       const snapshotting = snapshot && setup.ran ? takeSnapshot(ctx, snapshot, sandbox, workspace) : null;
-      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), idle);
-      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), idle);
+      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), {
+        skipWrite: !workspace.repository || workspace.hasPreCommitScript === false,
+      });
+      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), {
+        skipWrite: !workspace.repository || workspace.hasSkills === false,
+      });
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
@@ -193,8 +215,12 @@ export const conversationStartProcessor =
       }
       log.warn({ stage: at, err, attempts_made: job.attemptsMade }, "start stage failed; will retry");
       throw err;
+    } finally {
+      // A clone never handed over (the start ended before) leaves nothing on the worker.
+      (cloning as Promise<WorkerClone> | null)?.then((c) => c.discard()).catch(() => undefined);
     }
   };
+};
 
 /**
  * A sandbox's own start (POST /api/v1/sandboxes) ends READY once its sandbox runs: no repository,

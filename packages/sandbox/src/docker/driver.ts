@@ -62,6 +62,7 @@ const toInfo = (c: Docker.ContainerInspectInfo): SandboxInfo => ({
   state: sandboxStateOf(c.State.Status),
   labels: c.Config.Labels ?? {},
   createdAt: c.Created,
+  image: c.Config.Image,
 });
 
 /** Open files per process when a spec says nothing: enough for builds and language servers. */
@@ -177,13 +178,17 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
             spec.runtime ?? opts.containment?.runtime,
           ),
         });
+        const createdAt = new Date().toISOString();
         try {
           await c.start();
         } catch (err) {
+          // 304: already started (a concurrent adopter of the name).
           if (statusOf(err) !== 304) throw err;
         }
-        const info = await inspect(c.id);
-        if (info) return info;
+        // Made and started by this call: everything an inspect would say is known already (a round
+        // trip of the engine's saved on every cold start). A container that died at once is found
+        // by the first command run in it, as one that dies a moment later would be.
+        return { ref: c.id, name: spec.name, state: "running", labels: spec.labels, createdAt, image: spec.image };
       } catch (err) {
         if (statusOf(err) !== 409) throw err;
         // The name is taken: the container of this owner already exists (an earlier attempt). Adopt it.
@@ -279,6 +284,15 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
         labels: r.Labels ?? {},
         createdAt: new Date(r.Created * 1000).toISOString(),
       }));
+    },
+
+    async imageId(image) {
+      try {
+        return (await docker.getImage(image).inspect()).Id;
+      } catch (err) {
+        if (statusOf(err) === 404) return null;
+        throw err;
+      }
     },
 
     async removeImage(image) {
