@@ -140,7 +140,7 @@ const readers = new WeakMap<Kysely<Database>, ReadCoalescer<Conversation>>();
  * (conversations_pkey) as one prepared statement whatever their number, and gives each caller
  * its own user's.
  */
-const readerOf = (db: Kysely<Database>): ReadCoalescer<Conversation> => {
+export const conversationReaderOf = (db: Kysely<Database>): ReadCoalescer<Conversation> => {
   let r = readers.get(db);
   if (!r) {
     r = createReadCoalescer({
@@ -221,7 +221,7 @@ export const conversationsRepository = (db: Kysely<Database>) => {
 
     /**
      * The user's conversations among `ids`; the others, and malformed ids, are left out. Outside a
-     * transaction through the process's read coalescing (readerOf): a read asked for after a commit
+     * transaction through the process's read coalescing (conversationReaderOf): a read asked for after a commit
      * sees it.
      */
     async findForUser(userId: string, ids: string[]): Promise<Conversation[]> {
@@ -229,7 +229,7 @@ export const conversationsRepository = (db: Kysely<Database>) => {
       // Canonical (the rows' own spelling, which the coalescer matches them by); a malformed id
       // matches nothing, and must not fail the statement of the reads coalesced with it.
       if (!db.isTransaction)
-        return readerOf(db).read(
+        return conversationReaderOf(db).read(
           userId,
           ids.map(parseId).filter((id) => id !== null),
         );
