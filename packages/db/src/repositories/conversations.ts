@@ -143,11 +143,10 @@ const readers = new WeakMap<Kysely<Database>, ReadCoalescer<Conversation>>();
 export const conversationReaderOf = (db: Kysely<Database>): ReadCoalescer<Conversation> => {
   let r = readers.get(db);
   if (!r) {
+    // Built and compiled once: each batch only binds its ids to it.
+    const statement = selectConversations(db).where("conversations.id", "=", sql<string>`any(${[]}::uuid[])`).compile();
     r = createReadCoalescer({
-      load: async (ids) =>
-        (await selectConversations(db).where("conversations.id", "=", sql<string>`any(${ids}::uuid[])`).execute()).map(
-          toConversation,
-        ),
+      load: async (ids) => (await db.executeQuery<Row>({ ...statement, parameters: [ids] })).rows.map(toConversation),
       keyOf: (c) => c.id,
       ownerOf: (c) => c.userId,
     });
