@@ -6,7 +6,7 @@ interface Waiter<T> {
   reject: (err: unknown) => void;
 }
 
-export interface ReadCoalescerStats {
+interface ReadCoalescerStats {
   /** Statements issued, and the reads they answered. */
   batches: number;
   reads: number;
