@@ -6,6 +6,7 @@ import {
   type ExecutionStatus,
   type GitProvider,
   hashApiKey,
+  parseId,
   type RepositoryHook,
   type SandboxStatus,
   type Skill,
@@ -14,6 +15,7 @@ import {
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { ConversationsTable, Database } from "../schema.ts";
 import { emptyMetrics, metricsChange } from "./metrics.ts";
+import { createReadCoalescer, type ReadCoalescer } from "./read-coalescer.ts";
 
 type Row = Selectable<ConversationsTable> & { sandbox_status: string | null; sub_conversation_ids: string[] | null };
 
@@ -114,22 +116,47 @@ export interface ConversationUpdate {
   gitProvider?: GitProvider | null;
 }
 
+// sandbox_status is read from the sandbox row (DESIGN: the conversation's status follows it).
+const selectConversations = (db: Kysely<Database>) =>
+  db
+    .selectFrom("conversations")
+    .leftJoin("sandboxes", "sandboxes.id", "conversations.sandbox_id")
+    .selectAll("conversations")
+    .select("sandboxes.status as sandbox_status")
+    // conversations_parent_idx
+    .select(
+      sql<
+        string[] | null
+      >`(select array_agg(s.id::text order by s.created_at, s.id) from conversations s where s.parent_conversation_id = conversations.id)`.as(
+        "sub_conversation_ids",
+      ),
+    );
+
+const readers = new WeakMap<Kysely<Database>, ReadCoalescer<Conversation>>();
+
+/**
+ * The process's coalesced reads by id on this database handle (read-coalescer.ts): one per pool, so
+ * the reads of every request in flight share a statement. It loads the rows of all their ids
+ * (conversations_pkey) as one prepared statement whatever their number, and gives each caller
+ * its own user's.
+ */
+export const conversationReaderOf = (db: Kysely<Database>): ReadCoalescer<Conversation> => {
+  let r = readers.get(db);
+  if (!r) {
+    // Built and compiled once: each batch only binds its ids to it.
+    const statement = selectConversations(db).where("conversations.id", "=", sql<string>`any(${[]}::uuid[])`).compile();
+    r = createReadCoalescer({
+      load: async (ids) => (await db.executeQuery<Row>({ ...statement, parameters: [ids] })).rows.map(toConversation),
+      keyOf: (c) => c.id,
+      ownerOf: (c) => c.userId,
+    });
+    readers.set(db, r);
+  }
+  return r;
+};
+
 export const conversationsRepository = (db: Kysely<Database>) => {
-  // sandbox_status is read from the sandbox row (DESIGN: the conversation's status follows it).
-  const base = () =>
-    db
-      .selectFrom("conversations")
-      .leftJoin("sandboxes", "sandboxes.id", "conversations.sandbox_id")
-      .selectAll("conversations")
-      .select("sandboxes.status as sandbox_status")
-      // conversations_parent_idx
-      .select(
-        sql<
-          string[] | null
-        >`(select array_agg(s.id::text order by s.created_at, s.id) from conversations s where s.parent_conversation_id = conversations.id)`.as(
-          "sub_conversation_ids",
-        ),
-      );
+  const base = () => selectConversations(db);
 
   const filtered = (userId: string, f: ConversationFilter) => {
     let q = base().where("conversations.user_id", "=", userId);
@@ -191,8 +218,20 @@ export const conversationsRepository = (db: Kysely<Database>) => {
       return row ? toConversation(row) : null;
     },
 
+    /**
+     * The user's conversations among `ids`; the others, and malformed ids, are left out. Outside a
+     * transaction through the process's read coalescing (conversationReaderOf): a read asked for after a commit
+     * sees it.
+     */
     async findForUser(userId: string, ids: string[]): Promise<Conversation[]> {
       if (ids.length === 0) return [];
+      // Canonical (the rows' own spelling, which the coalescer matches them by); a malformed id
+      // matches nothing, and must not fail the statement of the reads coalesced with it.
+      if (!db.isTransaction)
+        return conversationReaderOf(db).read(
+          userId,
+          ids.map(parseId).filter((id) => id !== null),
+        );
       const rows = await base()
         .where("conversations.user_id", "=", userId)
         .where("conversations.id", "in", ids)
