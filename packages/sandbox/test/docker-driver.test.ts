@@ -6,6 +6,7 @@ import {
   createSandboxDriver,
   dockerEngineFromEnv,
   type PreparedSandboxes,
+  SANDBOX_STATE_DIR,
   SandboxLabel,
   type SandboxSpec,
 } from "../src/index.ts";
@@ -96,6 +97,27 @@ describe("docker sandbox driver", () => {
       await driver.destroy(c.ref);
     } finally {
       await docker.getImage(rootImage).remove({ force: true });
+    }
+  });
+
+  it("keeps the tools' state directory writable by the sandbox's user in a sandbox made from a committed one", async () => {
+    // A repository snapshot and the empty-workspace image are commits of sandboxes: they hold the
+    // state directory's mount point as root's 0755, and Docker gives the tmpfs that directory's mode.
+    const made = await driver.commit?.(id, { baseImage: image, labels: { [SandboxLabel.Namespace]: namespace } });
+    if (!made) throw new Error("the docker driver commits");
+    try {
+      const c = await driver.create({ ...spec("committed"), image: made.image });
+      const r = await driver.exec(c.ref, {
+        cmd: [
+          "bash",
+          "-c",
+          `touch ${SANDBOX_STATE_DIR}/x && mkdir ${SANDBOX_STATE_DIR}/d && stat -c %U ${SANDBOX_STATE_DIR}`,
+        ],
+      });
+      expect(r).toMatchObject({ exitCode: 0, stdout: "agent\n" });
+      await driver.destroy(c.ref);
+    } finally {
+      await driver.removeImage?.(made.image);
     }
   });
 

@@ -69,13 +69,20 @@ const toInfo = (c: Docker.ContainerInspectInfo): SandboxInfo => ({
 const DEFAULT_NOFILE = 4096;
 /** Processes of the sandbox uid, host-wide (see SandboxLimits.nproc): 16 sandboxes' worth of the default pids limit. */
 const DEFAULT_NPROC = 8192;
+/** The unprivileged user every sandbox runs as (the sandbox image's `agent`), unless the driver is given another. */
+const SANDBOX_USER: ArchiveOwner = { uid: 1000, gid: 1000 };
 
 /**
  * The hardening every sandbox gets: no capabilities at all (the workload runs as the image's
  * non-root user and needs none), no privilege gain through setuid binaries, resource limits,
  * a private network and no published ports.
  */
-export const hardenedHostConfig = (limits: SandboxLimits, network: string, runtime?: string): Docker.HostConfig => ({
+export const hardenedHostConfig = (
+  limits: SandboxLimits,
+  network: string,
+  runtime?: string,
+  owner: ArchiveOwner = SANDBOX_USER,
+): Docker.HostConfig => ({
   CapDrop: ["ALL"],
   SecurityOpt: ["no-new-privileges:true"],
   Privileged: false,
@@ -90,7 +97,12 @@ export const hardenedHostConfig = (limits: SandboxLimits, network: string, runti
   ],
   ...(limits.diskMb ? { StorageOpt: { size: `${limits.diskMb}M` } } : {}),
   // Outside the disk limit: the tools' state (SANDBOX_STATE_DIR). No exec from it, as for /dev/shm.
-  Tmpfs: { [SANDBOX_STATE_DIR]: `rw,nosuid,nodev,noexec,size=${SANDBOX_STATE_MB}m,mode=1777` },
+  // Owned by the sandbox's user: Docker gives a tmpfs the mode and owner of the directory under it,
+  // and an image committed from a sandbox (a repository snapshot, the empty-workspace image) holds
+  // the mount point as root's, 0755, where `mode=1777` alone would leave the agent unable to write.
+  Tmpfs: {
+    [SANDBOX_STATE_DIR]: `rw,nosuid,nodev,noexec,size=${SANDBOX_STATE_MB}m,mode=1777,uid=${owner.uid},gid=${owner.gid}`,
+  },
   ...(runtime ? { Runtime: runtime } : {}),
   NetworkMode: network,
   PublishAllPorts: false,
@@ -103,7 +115,7 @@ export const hardenedHostConfig = (limits: SandboxLimits, network: string, runti
 });
 
 export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): SandboxDriver => {
-  const owner = opts.fileOwner ?? { uid: 1000, gid: 1000 };
+  const owner = opts.fileOwner ?? SANDBOX_USER;
   // What prepare found and installed.
   let contained: DockerContainment | null = null;
   const maxDownload = opts.maxDownloadBytes ?? 16 * 1024 * 1024;
@@ -176,6 +188,7 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
             },
             opts.network,
             spec.runtime ?? opts.containment?.runtime,
+            owner,
           ),
         });
         const createdAt = new Date().toISOString();
