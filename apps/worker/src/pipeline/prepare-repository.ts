@@ -45,12 +45,10 @@ const SETUP_HASH = "tern: setup script ";
 const NO_SETUP = "tern: the repository has no setup script";
 
 /**
- * The tree in place, the identity, and whether there is a pre-commit script or skills to read, in one
- * exec (each exec costs tens of ms of the engine's time): the move runs in a subshell, so its early
- * exit ("already cloned") ends only that part.
+ * After the tree is placed (its destination is "$2"): the identity, then the facts workspaceFactsOf
+ * reads (a pre-commit script, the setup script's hash, skills to read).
  */
-const PLACE_THEN_IDENTITY_SCRIPT = `( ${PLACE_SCRIPT} ) || exit $?
-set -- "$2"
+const IDENTITY_AND_FACTS_SCRIPT = `set -- "$2"
 ${IDENTITY_SCRIPT}
 rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
 cd "$1" || exit 1
@@ -58,6 +56,14 @@ if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
 if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; else echo "${NO_SETUP}"; fi
 ${hasSkillSourcesScript(HAS_SKILLS)}
 exit 0`;
+
+/**
+ * The tree in place, the identity, and whether there is a pre-commit script or skills to read, in one
+ * exec (each exec costs tens of ms of the engine's time): the move runs in a subshell, so its early
+ * exit ("already cloned") ends only that part.
+ */
+const PLACE_THEN_IDENTITY_SCRIPT = `( ${PLACE_SCRIPT} ) || exit $?
+${IDENTITY_AND_FACTS_SCRIPT}`;
 
 /**
  * The clone on the worker, begun while the sandbox is made (it needs none): PREPARING_REPOSITORY
@@ -105,14 +111,7 @@ export const workspaceFactsOf = (
  */
 export const placeBeforeSetupScript = (): string => `( set -- "$2" "$3"
 ( ${PLACE_SCRIPT} ) >/dev/null || exit $?
-set -- "$2"
-${IDENTITY_SCRIPT}
-rc=$?; [ "$rc" -eq 0 ] || exit "$rc"
-cd "$1" || exit 1
-if [ -f "${PRE_COMMIT_SCRIPT}" ]; then echo "${HAS_PRE_COMMIT}"; fi
-if [ -f .openhands/setup.sh ]; then echo "${SETUP_HASH}$(git hash-object .openhands/setup.sh)"; else echo "${NO_SETUP}"; fi
-${hasSkillSourcesScript(HAS_SKILLS)}
-exit 0 ) || { echo "${PLACEMENT_FAILED}"; exit 1; }`;
+${IDENTITY_AND_FACTS_SCRIPT} ) || { echo "${PLACEMENT_FAILED}"; exit 1; }`;
 
 /** What the setup script's exec prints when placing the tree before it failed (a passing fault). */
 export const PLACEMENT_FAILED = "tern: placing the clone failed";
