@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import {
   type AgentOp,
   agentOpsPath,
-  domainErrorOf,
   isDomainError,
   NotFoundError,
   parseId,
@@ -14,6 +13,7 @@ import {
 import { type BashCommandRow, type BashEventRow, bashEventsRepository, sandboxesRepository } from "@tern/db";
 import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
+import { isAbort, refusedByWorker } from "./worker-access.ts";
 
 /**
  * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox (issue 21), served from
@@ -36,8 +36,6 @@ export const runningAgentSandbox = async (deps: Pick<WorkerReadDeps, "db">, sand
   if (refusal) throw sandboxReadError(refusal, sandbox.id);
   return sandbox;
 };
-
-const isAbort = (err: unknown) => err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
 
 /**
  * One request to the internal server of a worker that can serve `sandbox` (as fetchFromWorker, any
@@ -90,20 +88,7 @@ export const callAgentOps = async (
         clearTimeout(timer);
       }
       if (res.ok) return res;
-      const body = (await res.json().catch(() => null)) as {
-        error?: { code?: unknown; message?: string; details?: unknown };
-      } | null;
-      const message = body?.error?.message ?? `the worker answered ${res.status}`;
-      if (res.status === 401) {
-        deps.logger.error(
-          { worker_id: worker.workerId },
-          "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
-        );
-        continue;
-      }
-      const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
-      if (domain) throw domain;
-      throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
+      await refusedByWorker(deps.logger, worker.workerId, res);
     }
   }
   throw new UnavailableError("No worker is reachable to serve the sandbox; try again shortly");

@@ -56,7 +56,32 @@ export const workersFor = async (
   return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
 };
 
-const isAbort = (err: unknown) => err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+/** A fetch ended by its deadline (or its own abort), not by the network. */
+export const isAbort = (err: unknown) =>
+  err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+
+/**
+ * A worker's answer that is not ok. A refused internal token is our own configuration's fault
+ * (WORKER_INTERNAL_TOKEN set on some processes only): said loudly, and this returns, for the caller
+ * to try the next worker. Any other refusal is thrown, as the domain error it names if it names one.
+ */
+export const refusedByWorker = async (
+  logger: WorkerReadDeps["logger"],
+  workerId: string,
+  res: Response,
+): Promise<void> => {
+  const body = (await res.json().catch(() => null)) as {
+    error?: { code?: unknown; message?: string; details?: unknown };
+  } | null;
+  const message = body?.error?.message ?? `the worker answered ${res.status}`;
+  if (res.status === 401) {
+    logger.error({ worker_id: workerId }, "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)");
+    return;
+  }
+  const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
+  if (domain) throw domain;
+  throw new Error(`worker ${workerId} answered ${res.status}: ${message}`);
+};
 
 /**
  * One read of the workers' internal API (@tern/core's worker-api.ts) of `sandbox`, by a worker that
@@ -107,21 +132,7 @@ export const fetchFromWorker = async (
       continue;
     }
     if (res.ok) return res;
-    const body = (await res.json().catch(() => null)) as {
-      error?: { code?: unknown; message?: string; details?: unknown };
-    } | null;
-    const message = body?.error?.message ?? `the worker answered ${res.status}`;
-    if (res.status === 401) {
-      // Our own configuration is wrong (WORKER_INTERNAL_TOKEN set on some processes only): say so loudly.
-      deps.logger.error(
-        { worker_id: worker.workerId },
-        "a worker refused the internal token (WORKER_INTERNAL_TOKEN differs)",
-      );
-      continue;
-    }
-    const domain = domainErrorOf(body?.error?.code, message, body?.error?.details);
-    if (domain) throw domain;
-    throw new Error(`worker ${worker.workerId} answered ${res.status}: ${message}`);
+    await refusedByWorker(deps.logger, worker.workerId, res);
   }
   throw new UnavailableError(
     sandbox.engineId && candidates.length === 0
