@@ -1,5 +1,5 @@
 import type { Sandbox } from "@tern/core";
-import { type ColumnType, type Generated, type Kysely, sql } from "kysely";
+import { type ColumnType, type Generated, type Kysely, type Selectable, sql } from "kysely";
 import type { Database, SandboxesTable } from "../schema.ts";
 import { toSandbox } from "./sandboxes.ts";
 
@@ -80,24 +80,7 @@ export interface BashEventQuery {
 
 const dateOf = (v: string | Date | null): Date | null => (v === null ? null : v instanceof Date ? v : new Date(v));
 
-const rowOf = (r: {
-  id: string;
-  position: string;
-  sandbox_id: string;
-  kind: "BashCommand" | "BashOutput";
-  command_id: string | null;
-  timestamp: string | Date;
-  command: string | null;
-  cwd: string | null;
-  timeout: number | null;
-  order: number | null;
-  exit_code: number | null;
-  stdout: string | null;
-  stderr: string | null;
-  worker_id: string | null;
-  dispatched_at: string | Date | null;
-  finished_at: string | Date | null;
-}): BashEventRow =>
+const rowOf = (r: Selectable<BashEventsTable>): BashEventRow =>
   r.kind === "BashCommand"
     ? {
         kind: "BashCommand",
