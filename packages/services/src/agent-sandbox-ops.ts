@@ -10,10 +10,16 @@ import {
   sandboxReadError,
   UnavailableError,
 } from "@tern/core";
-import { type BashCommandRow, type BashEventRow, bashEventsRepository, sandboxesRepository } from "@tern/db";
+import {
+  type BashCommandRow,
+  type BashEventQuery,
+  type BashEventRow,
+  bashEventsRepository,
+  sandboxesRepository,
+} from "@tern/db";
 import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
-import { isAbort, refusedByWorker } from "./worker-access.ts";
+import { isAbort, refusedByWorker, workersInTryOrder } from "./worker-access.ts";
 
 /**
  * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox (issue 21), served from
@@ -103,7 +109,7 @@ const workersCache = new WeakMap<object, { at: number; workers: Promise<WorkerEn
 
 const forgetWorkers = (deps: Pick<WorkerReadDeps, "redis">) => workersCache.delete(deps.redis);
 
-/** The workers that can serve the sandbox, in the order to try them (workersFor), maybe from the cache. */
+/** The workers that can serve the sandbox, in the order to try them (workersInTryOrder), maybe from the cache. */
 const workersOf = async (
   deps: WorkerReadDeps,
   sandbox: Pick<Sandbox, "engineId">,
@@ -117,17 +123,7 @@ const workersOf = async (
     workersCache.set(deps.redis, entry);
     workers.catch(() => forgetWorkers(deps));
   }
-  const live = await entry.workers;
-  return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
-};
-
-const shuffled = <T>(items: T[]): T[] => {
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [out[i], out[j]] = [out[j] as T, out[i] as T];
-  }
-  return out;
+  return workersInTryOrder(await entry.workers, sandbox);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -284,16 +280,8 @@ export const startAgentBashCommand = async (
   return { command, last };
 };
 
-export interface BashSearch {
-  kind?: "BashCommand" | "BashOutput";
-  commandId?: string;
-  timestampGte?: Date;
-  timestampLt?: Date;
-  orderGt?: number;
-  desc?: boolean;
-  pageId?: string;
-  limit: number;
-}
+/** A search of one sandbox's bash events: the repository's query, its sandbox given apart. */
+export type BashSearch = Omit<BashEventQuery, "sandboxId">;
 
 /** A page of the sandbox's bash events (orphaned commands ended first, so a poll sees them end). */
 export const searchAgentBashEvents = async (deps: WorkerReadDeps, sandboxId: string, q: BashSearch) => {

@@ -44,17 +44,18 @@ const shuffled = <T>(items: T[]): T[] => {
 };
 
 /**
- * The workers that may serve a read of `sandbox`, in the order to try them (random, to spread the
- * load). The one place the choice is made: a sandbox with affinity is read through the workers of
- * its engine only (each advertises the engine it drives); one without, through any live worker.
+ * The workers among `live` that may serve a read of `sandbox`, in the order to try them (random, to
+ * spread the load). The one place the choice is made: a sandbox with affinity is read through the
+ * workers of its engine only (each advertises the engine it drives); one without, through any.
  */
+export const workersInTryOrder = (live: WorkerEndpoint[], sandbox: Pick<Sandbox, "engineId">): WorkerEndpoint[] =>
+  shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
+
+/** The live workers that may serve a read of `sandbox`, in the order to try them (workersInTryOrder). */
 export const workersFor = async (
   deps: Pick<WorkerReadDeps, "redis" | "workerAccess">,
   sandbox: Pick<Sandbox, "engineId">,
-) => {
-  const live = await liveWorkers(deps.redis, deps.workerAccess.prefix);
-  return shuffled(sandbox.engineId ? live.filter((w) => w.engineId === sandbox.engineId) : live);
-};
+) => workersInTryOrder(await liveWorkers(deps.redis, deps.workerAccess.prefix), sandbox);
 
 /** A fetch ended by its deadline (or its own abort), not by the network. */
 export const isAbort = (err: unknown) =>
