@@ -46,6 +46,11 @@ export default defineConfig({
       "bench/test/**/*.test.ts",
     ],
     pool: "forks",
+    // The two test processes are kept across files, with the modules they loaded: each file used to
+    // start a process and import the service's modules afresh, 208 s of a CI run's 827 (18 s now).
+    // Files share no state through modules: each makes its own database, Redis prefix, network and
+    // service processes, and none mocks a module or leaves the environment changed.
+    isolate: false,
     testTimeout: scaled(180_000),
     hookTimeout: scaled(120_000),
     // Each file owns its database, Redis prefix and sandbox network; two cores run two files at once.
