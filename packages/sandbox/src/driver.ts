@@ -4,6 +4,8 @@
  * Docker implements it today (docker/); Kubernetes is the planned next one.
  */
 
+import type { Readable } from "node:stream";
+
 /** Labels every sandbox carries; the janitor finds sandboxes by these, whatever the driver. */
 export const SandboxLabel = {
   /** Present on every sandbox of ours. */
@@ -181,7 +183,11 @@ export interface ExecOptions {
   user?: string;
   /** The process (group) is killed when it runs longer; `timedOut` is then true. */
   timeoutMs?: number;
-  stdin?: string | Buffer;
+  /**
+   * What the process reads. A stream is sent as it comes and closed at its end; if it fails, the
+   * call rejects with its error (the process is left to see its input cut short).
+   */
+  stdin?: string | Buffer | Readable;
   /** Streamed output, as it arrives. */
   onOutput?: (chunk: string, stream: "stdout" | "stderr") => void;
   /** Kept output is capped at this many bytes per stream (default 1 MiB); `truncated` says so. */

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Transform } from "node:stream";
 import { ForbiddenError, NotFoundError, RepositoryFaultError } from "@tern/core";
-import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
+import type { ExecOptions, ExecResult, SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { ResolvedAccess } from "./git-access.ts";
 import { gitEnvFor, runGit } from "./run-git.ts";
 
@@ -79,11 +79,10 @@ const stripCredentials = async (repo: string, access: ResolvedAccess, env: Recor
   await runGit(["config", "--local", "--unset-all", "credential.helper"], { cwd: repo, env, timeoutMs: 10_000 });
 };
 
-interface ClonedTree {
-  /** The directory under /workspace the tree was unpacked as; the caller moves it into place. */
-  stagedDir: string;
-  /** The commit checked out. */
-  commit: string;
+/** What the exec that unpacked the tree answered, and what it was sent. */
+interface HandedOver {
+  result: ExecResult;
+  /** The tar's size. */
   bytes: number;
 }
 
@@ -95,19 +94,25 @@ export interface WorkerClone {
   tokenSource: ResolvedAccess["source"];
   /** Whether the tree holds `path` (a file, directory or link; never followed), read on the worker. */
   holds(path: string): Promise<boolean>;
-  /** Streams the tree into the sandbox under `workspaceRoot`, then removes the worker's copy. */
-  handOver(
-    sandboxes: Pick<SandboxDriver, "putArchive">,
+  /**
+   * Runs one exec in the sandbox with the tree as a tar on its stdin, for it to unpack (`tar -x`)
+   * under the name `execFor` is given (the one its entries carry), then removes the worker's copy.
+   * One exec both hands the tree over and does what follows (placing it, the setup script): a
+   * put-archive of its own cost as much again. Fails past `maxBytes` (a RepositoryFaultError).
+   */
+  handOverIn(
+    sandboxes: Pick<SandboxDriver, "exec">,
     ref: SandboxRef,
-    opts: { maxBytes: number; workspaceRoot: string },
-  ): Promise<ClonedTree>;
+    maxBytes: number,
+    execFor: (staged: string) => ExecOptions,
+  ): Promise<HandedOver>;
   /** Removes the worker's copy (idempotent): a start that ends before the hand-over. */
   discard(): Promise<void>;
 }
 
 /**
- * Clones on the worker, into a temporary directory; `handOver` streams the tree into the sandbox as a
- * tar owned by the sandbox user (1000:1000): the sandbox never sees the token. No repository code
+ * Clones on the worker, into a temporary directory; `handOverIn` streams the tree into the sandbox as
+ * a tar (unpacked there by the sandbox user, so owned by it): the sandbox never sees the token. No repository code
  * runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
  */
 export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => {
@@ -139,10 +144,23 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
           () => true,
           () => false,
         ),
-      async handOver(sandboxes, ref, opts) {
+      async handOverIn(sandboxes, ref, maxBytes, execFor) {
+        const packing = packTree(root, staged, maxBytes);
         try {
-          const bytes = await streamTree(sandboxes, ref, root, staged, opts);
-          return { stagedDir: `${opts.workspaceRoot}/${staged}`, commit: head.stdout.trim(), bytes };
+          let result: ExecResult;
+          try {
+            result = await sandboxes.exec(ref, { ...execFor(staged), stdin: packing.tar });
+          } catch (err) {
+            throw (await packing.end(true)).fault ?? err;
+          }
+          // An exec that failed may have stopped reading; one that succeeded read it all.
+          const packed = await packing.end(result.exitCode !== 0);
+          if (packed.fault) throw packed.fault;
+          // The sandbox's tar read a whole archive only if the worker's wrote one.
+          if (result.exitCode === 0 && packed.code !== 0) {
+            throw new Error(`packing the clone failed: ${packed.stderr.trim().slice(0, 300)}`);
+          }
+          return { result, bytes: packed.bytes };
         } finally {
           await discard();
         }
@@ -155,14 +173,11 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
   }
 };
 
-/** tar of `dir` (symbolic links kept as links, never followed), owned 1000:1000, streamed as it is made. */
-const streamTree = async (
-  sandboxes: Pick<SandboxDriver, "putArchive">,
-  ref: SandboxRef,
-  root: string,
-  dir: string,
-  opts: { maxBytes: number; workspaceRoot: string },
-): Promise<number> => {
+/**
+ * tar of `dir` (symbolic links kept as links, never followed), as it is made; `end` says how it went
+ * (`fault` past `maxBytes`), stopping it first when told (its reader may be gone: an exec that failed).
+ */
+const packTree = (root: string, dir: string, maxBytes: number) => {
   const tar = spawn("tar", ["-C", root, "-c", "--numeric-owner", "--owner=1000", "--group=1000", "--", dir], {
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -171,32 +186,29 @@ const streamTree = async (
     stderr += d.toString("utf8");
   });
   let bytes = 0;
+  let fault: RepositoryFaultError | null = null;
   const counted = new Transform({
     transform(chunk: Buffer, _enc, done) {
       bytes += chunk.length;
-      if (bytes > opts.maxBytes) {
-        done(
-          new RepositoryFaultError(`the repository is larger than GIT_CLONE_MAX_MB (${opts.maxBytes / 1048576} MiB)`),
-        );
+      if (bytes > maxBytes) {
+        fault = new RepositoryFaultError(`the repository is larger than GIT_CLONE_MAX_MB (${maxBytes / 1048576} MiB)`);
+        tar.kill("SIGKILL");
+        done(fault);
         return;
       }
       done(null, chunk);
     },
   });
+  // The exec that reads it says why it stopped; nothing else needs to hear it.
+  counted.on("error", () => undefined);
   const exited = new Promise<number | null>((resolve) => tar.on("close", resolve));
-  let streamError: Error | null = null;
-  counted.on("error", (err) => {
-    streamError = err;
-    tar.kill("SIGKILL");
-  });
   tar.stdout.pipe(counted);
-  try {
-    await sandboxes.putArchive(ref, opts.workspaceRoot, counted);
-  } catch (err) {
-    throw streamError ?? err;
-  }
-  const code = await exited;
-  if (streamError) throw streamError;
-  if (code !== 0) throw new Error(`packing the clone failed: ${stderr.trim().slice(0, 300)}`);
-  return bytes;
+  return {
+    tar: counted,
+    async end(stop: boolean) {
+      if (stop && tar.exitCode === null && tar.signalCode === null) tar.kill("SIGKILL");
+      const code = await exited;
+      return { code, bytes, stderr, fault: fault as RepositoryFaultError | null };
+    },
+  };
 };

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { type Logger, RepositoryFaultError, type StartTask, toHexId } from "@tern/core";
 import type { ExecOptions, ExecResult, SandboxRef } from "@tern/sandbox";
 import type { WorkerDeps } from "../deps.ts";
+import type { WorkerClone } from "../git/clone.ts";
 import type { RepositorySpec } from "./repository-spec.ts";
 
 /** What every stage of one start job gets. */
@@ -38,10 +39,10 @@ export interface Workspace {
   /** Git's hash of `.openhands/setup.sh` as cloned, when there is one: part of a snapshot's key. */
   setupHash?: string;
   /**
-   * The tree handed over but not yet in place (under this name in /workspace): the setup script's exec
-   * places it first, and says then what the facts above are (else PREPARING_REPOSITORY's exec did).
+   * The clone still on the worker, with a setup script: that script's exec unpacks and places it
+   * first, and says then what the facts above are (else PREPARING_REPOSITORY's exec did).
    */
-  stagedDir?: string;
+  unplaced?: WorkerClone;
   /** Made from a repository snapshot: cloned and set up already. */
   fromSnapshot?: boolean;
 }

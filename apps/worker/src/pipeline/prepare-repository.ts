@@ -1,23 +1,25 @@
-import type { ExecOptions } from "@tern/sandbox";
+import type { ExecOptions, ExecResult } from "@tern/sandbox";
 import { cloneOnWorker, type WorkerClone } from "../git/clone.ts";
 import { resolveGitAccess } from "../git/git-access.ts";
-import { type AcquiredSandbox, execChecked, type StartContext, type Workspace } from "./context.ts";
+import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
 import type { SnapshotPlan } from "./repo-snapshot.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
 import { hasSkillSourcesScript } from "./skills.ts";
 
 export const EMPTY_WORKSPACE = "/workspace/project";
-const WORKSPACE_ROOT = "/workspace";
+export const WORKSPACE_ROOT = "/workspace";
 
 /**
- * Moves the tree the worker unpacked (under a name of its own) into place only once complete, so a
- * tree cut short (its worker died) is never mistaken for a finished one by the next attempt.
- * Arguments arrive as positional parameters: nothing from the request is spliced into the script.
+ * Unpacks the tree the worker sends on stdin (under a name of its own, in the workspace root), then
+ * moves it into place only once complete, so a tree cut short (its worker died) is never mistaken for
+ * a finished one by the next attempt. Arguments arrive as positional parameters: nothing from the
+ * request is spliced into the script.
  */
 const PLACE_SCRIPT = `
 set -u
 src="$1"; dest="$2"
+tar -x -f - -C "\${src%/*}" --no-same-owner || exit 1
 if [ -d "$dest/.git" ]; then rm -rf "$src"; echo "already cloned"; exit 0; fi
 if ! mv -T "$src" "$dest" 2>/dev/null; then rm -rf "$src"; [ -d "$dest/.git" ] || exit 1; fi
 `;
@@ -153,7 +155,6 @@ export const prepareRepository = async (
   }
   // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
   // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).
-  const started = Date.now();
   const clone = await (cloning ??
     (async () => {
       const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));
@@ -161,29 +162,39 @@ export const prepareRepository = async (
     })());
   // With a setup script, its exec places the tree first (one exec fewer; once RUNNING_SETUP_SCRIPT is
   // written, a takeover starts over in a fresh sandbox whatever was placed).
-  const placeWithSetup = await clone.holds(".openhands/setup.sh");
-  const tree = await clone.handOver(deps.sandboxes, sandbox.ref, {
-    maxBytes: deps.config.GIT_CLONE_MAX_MB * 1024 * 1024,
-    workspaceRoot: WORKSPACE_ROOT,
-  });
+  if (await clone.holds(".openhands/setup.sh")) return { dir, repository: spec, commit: clone.commit, unplaced: clone };
+  const { result: r } = await handOverClone(ctx, sandbox, clone, (staged) => ({
+    cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", `${WORKSPACE_ROOT}/${staged}`, dir],
+    maxOutputBytes: 64 * 1024,
+  }));
+  if (r.exitCode !== 0) {
+    throw new Error(`placing the clone failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr || r.stdout, 3)}`);
+  }
+  return { dir, repository: spec, commit: clone.commit, ...workspaceFactsOf(r.stdout) };
+};
+
+/**
+ * The clone sent into the sandbox on the stdin of the exec `execFor` makes (its script unpacks it
+ * under `${WORKSPACE_ROOT}/${staged}` first), and the worker's copy removed.
+ */
+export const handOverClone = async (
+  ctx: StartContext,
+  sandbox: AcquiredSandbox,
+  clone: WorkerClone,
+  execFor: (staged: string) => ExecOptions,
+): Promise<{ result: ExecResult }> => {
+  const started = Date.now();
+  const { result, bytes } = await clone.handOverIn(
+    ctx.deps.sandboxes,
+    sandbox.ref,
+    ctx.deps.config.GIT_CLONE_MAX_MB * 1024 * 1024,
+    execFor,
+  );
   ctx.log.info(
-    {
-      repository: spec.fullName,
-      commit: tree.commit,
-      bytes: tree.bytes,
-      ms: Date.now() - started,
-      token: clone.tokenSource,
-    },
+    { commit: clone.commit, bytes, ms: Date.now() - started, token: clone.tokenSource },
     "cloned on the worker and handed to the sandbox",
   );
-  if (placeWithSetup) return { dir, repository: spec, commit: tree.commit, stagedDir: tree.stagedDir };
-  const r = await execChecked(
-    ctx,
-    sandbox.ref,
-    { cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", tree.stagedDir, dir], maxOutputBytes: 64 * 1024 },
-    "placing the clone",
-  );
-  return { dir, repository: spec, commit: tree.commit, ...workspaceFactsOf(r.stdout) };
+  return { result };
 };
 
 const setupHashOf = (stdout: string): { setupHash?: string } => {

@@ -1,7 +1,14 @@
 import { RepositoryFaultError } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
 import { type AcquiredSandbox, LostOwnership, lastLines, type StartContext, type Workspace } from "./context.ts";
-import { isWorkspaceFact, PLACEMENT_FAILED, placeBeforeSetupScript, workspaceFactsOf } from "./prepare-repository.ts";
+import {
+  handOverClone,
+  isWorkspaceFact,
+  PLACEMENT_FAILED,
+  placeBeforeSetupScript,
+  WORKSPACE_ROOT,
+  workspaceFactsOf,
+} from "./prepare-repository.ts";
 
 const SETUP_SCRIPT = ".openhands/setup.sh";
 const MAX_KEPT_OUTPUT = 64 * 1024;
@@ -96,28 +103,37 @@ export const runSetupScript = async (
   if (workspace.hasSetupScript === false) return { ran: false, output: "" };
 
   const limitSeconds = deps.config.SETUP_SCRIPT_TIMEOUT;
-  const staged = workspace.stagedDir;
-  const r = await deps.sandboxes.exec(sandbox.ref, {
-    // A tree handed over but not in place yet is placed first, in the same exec (one exec fewer).
-    cmd: staged
-      ? [
-          "bash",
-          "-c",
-          `${placeBeforeSetupScript()}
-cd "$3" || exit 1
-${RUN_SCRIPT}`,
-          "setup",
-          SETUP_SCRIPT,
-          staged,
-          workspace.dir,
-        ]
-      : ["bash", "-c", RUN_SCRIPT, "setup", SETUP_SCRIPT],
-    cwd: staged ? workspace.dir.slice(0, workspace.dir.lastIndexOf("/")) : workspace.dir,
+  const run = {
     timeoutMs: limitSeconds * 1000,
     maxOutputBytes: MAX_KEPT_OUTPUT + 4096,
-  });
+  };
+  const clone = workspace.unplaced;
+  // A clone not in place yet is sent on this exec's stdin, unpacked and placed first (one exec for all).
+  const r = clone
+    ? (
+        await handOverClone(ctx, sandbox, clone, (staged) => ({
+          cmd: [
+            "bash",
+            "-c",
+            `${placeBeforeSetupScript()}
+cd "$3" || exit 1
+${RUN_SCRIPT}`,
+            "setup",
+            SETUP_SCRIPT,
+            `${WORKSPACE_ROOT}/${staged}`,
+            workspace.dir,
+          ],
+          cwd: WORKSPACE_ROOT,
+          ...run,
+        }))
+      ).result
+    : await deps.sandboxes.exec(sandbox.ref, {
+        cmd: ["bash", "-c", RUN_SCRIPT, "setup", SETUP_SCRIPT],
+        cwd: workspace.dir,
+        ...run,
+      });
   let stdout = r.stdout;
-  if (staged) {
+  if (clone) {
     if (stdout.startsWith(PLACEMENT_FAILED)) {
       throw new Error(`placing the clone failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr, 3)}`);
     }
@@ -127,7 +143,7 @@ ${RUN_SCRIPT}`,
     while (n < lines.length && isWorkspaceFact(lines[n] ?? "")) n++;
     // Read by the stages after this one (the hook, the skills, the snapshot's key).
     Object.assign(workspace, workspaceFactsOf(lines.slice(0, n).join("\n")));
-    delete workspace.stagedDir;
+    delete workspace.unplaced;
     stdout = lines.slice(n).join("\n");
   }
   if (r.exitCode === 0 && stdout === NO_SCRIPT && !r.stderr) return { ran: false, output: "" };

@@ -115,9 +115,17 @@ export const runExec = async (container: Docker.Container, opts: ExecOptions): P
     stream.on("end", () => finish());
     stream.on("close", () => finish());
     stream.on("error", (err: Error) => (abandoned ? finish() : finish(err)));
-    if (hasStdin) {
-      stream.write(opts.stdin as string | Buffer);
+    const input = opts.stdin;
+    if (typeof input === "string" || Buffer.isBuffer(input)) {
+      stream.write(input);
       stream.end();
+    } else if (input) {
+      input.once("error", (err: Error) => {
+        abandoned = true;
+        stream.destroy();
+        finish(err);
+      });
+      input.pipe(stream);
     }
   });
 
