@@ -27,7 +27,15 @@ beforeAll(async () => {
     ".openhands/setup.sh": "#!/bin/bash\nchmod 000 .openhands/skills/a.md\n",
     ".openhands/skills/a.md": "# a\nsome skill\n",
   });
-  [api] = await Promise.all([h.startApi(), h.startWorker({ SETUP_SCRIPT_TIMEOUT: "2" })]);
+  // Past GIT_CLONE_MAX_MB (1 MiB below) as checked out, with and without a setup script (whose exec
+  // carries the tree into the sandbox).
+  const big = "x".repeat(1_600_000);
+  await h.git.createFixtureRepo("acme/too-large", { "data.txt": big });
+  await h.git.createFixtureRepo("acme/too-large-setup", {
+    "data.txt": big,
+    ".openhands/setup.sh": "#!/bin/bash\nexit 0\n",
+  });
+  [api] = await Promise.all([h.startApi(), h.startWorker({ SETUP_SCRIPT_TIMEOUT: "2", GIT_CLONE_MAX_MB: "1" })]);
   ({ key, userId } = await h.newUser());
 });
 
@@ -74,6 +82,13 @@ describe("starts that fail end in ERROR with the stage, the cause and no contain
   it("an unknown branch", async () => {
     const id = await startViaApi({ selected_repository: "acme/app", selected_branch: "does-not-exist" });
     await expectFailure(id, "PREPARING_REPOSITORY", /branch 'does-not-exist' not found in acme\/app/);
+  });
+
+  it("a repository larger than GIT_CLONE_MAX_MB, with a setup script or without", async () => {
+    for (const repository of ["acme/too-large", "acme/too-large-setup"]) {
+      const id = await startViaApi({ selected_repository: repository });
+      await expectFailure(id, "PREPARING_REPOSITORY", /the repository is larger than GIT_CLONE_MAX_MB \(1 MiB\)/);
+    }
   });
 
   it("a setup script that exits 1, with the exit code and its last output", async () => {

@@ -95,6 +95,11 @@ export interface WorkerClone {
   /** Whether the tree holds `path` (a file, directory or link; never followed), read on the worker. */
   holds(path: string): Promise<boolean>;
   /**
+   * Fails (a RepositoryFaultError) when the tree's tar would pass `maxBytes`, counted on the worker
+   * from its files' sizes: the stage that clones says so, before any exec that would carry it.
+   */
+  checkSize(maxBytes: number): Promise<void>;
+  /**
    * Runs one exec in the sandbox with the tree as a tar on its stdin, for it to unpack (`tar -x`)
    * under the name `execFor` is given (the one its entries carry), then removes the worker's copy.
    * One exec both hands the tree over and does what follows (placing it, the setup script): a
@@ -144,6 +149,9 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
           () => true,
           () => false,
         ),
+      async checkSize(maxBytes) {
+        if ((await tarBytes(repo)) > maxBytes) throw tooLarge(maxBytes);
+      },
       async handOverIn(sandboxes, ref, maxBytes, execFor) {
         const packing = packTree(root, staged, maxBytes);
         try {
@@ -173,6 +181,21 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
   }
 };
 
+const tooLarge = (maxBytes: number) =>
+  new RepositoryFaultError(`the repository is larger than GIT_CLONE_MAX_MB (${maxBytes / 1048576} MiB)`);
+
+/** About what tar makes of `dir`: a 512-byte header per entry, each file's bytes in 512-byte blocks. */
+const tarBytes = async (dir: string): Promise<number> => {
+  let bytes = 512;
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    bytes += 512;
+    if (e.isDirectory()) bytes += await tarBytes(p);
+    else if (e.isFile()) bytes += Math.ceil((await lstat(p)).size / 512) * 512;
+  }
+  return bytes;
+};
+
 /**
  * tar of `dir` (symbolic links kept as links, never followed), as it is made; `end` says how it went
  * (`fault` past `maxBytes`), stopping it first when told (its reader may be gone: an exec that failed).
@@ -191,7 +214,7 @@ const packTree = (root: string, dir: string, maxBytes: number) => {
     transform(chunk: Buffer, _enc, done) {
       bytes += chunk.length;
       if (bytes > maxBytes) {
-        fault = new RepositoryFaultError(`the repository is larger than GIT_CLONE_MAX_MB (${maxBytes / 1048576} MiB)`);
+        fault = tooLarge(maxBytes);
         tar.kill("SIGKILL");
         done(fault);
         return;

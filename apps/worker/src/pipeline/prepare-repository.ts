@@ -162,7 +162,11 @@ export const prepareRepository = async (
     })());
   // With a setup script, its exec places the tree first (one exec fewer; once RUNNING_SETUP_SCRIPT is
   // written, a takeover starts over in a fresh sandbox whatever was placed).
-  if (await clone.holds(".openhands/setup.sh")) return { dir, repository: spec, commit: clone.commit, unplaced: clone };
+  if (await clone.holds(".openhands/setup.sh")) {
+    // Sent with the setup script's exec; a tree too large to send is this stage's fault all the same.
+    await clone.checkSize(deps.config.GIT_CLONE_MAX_MB * 1024 * 1024);
+    return { dir, repository: spec, commit: clone.commit, unplaced: clone };
+  }
   const { result: r } = await handOverClone(ctx, sandbox, clone, (staged) => ({
     cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", `${WORKSPACE_ROOT}/${staged}`, dir],
     maxOutputBytes: 64 * 1024,
