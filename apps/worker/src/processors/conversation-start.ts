@@ -11,7 +11,7 @@ import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { beginClone, prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
-import { acquireSandboxForStart, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
+import { acquireSandboxForStart, beginSnapshot, type SnapshotPlan } from "../pipeline/repo-snapshot.ts";
 import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
@@ -165,18 +165,19 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
       const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), {
         skipWrite: !setupScriptMayRun(workspace),
       });
-      // Beside the stages after it; awaited before READY (the agent never runs before it is taken).
-      const snapshotting = snapshot && setup.ran ? takeSnapshot(ctx, snapshot, sandbox, workspace) : null;
+      // Beside the stages after it. Its row is recorded before the conversation exists, so every call
+      // of the agent's into the sandbox waits for the commit; READY does not (snapshot-guard.ts).
+      const snapshotting = snapshot && setup.ran ? beginSnapshot(ctx, snapshot, sandbox, workspace) : null;
       const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), {
         skipWrite: !workspace.repository || workspace.hasPreCommitScript === false,
       });
       const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), {
         skipWrite: !workspace.repository || workspace.hasSkills === false,
       });
+      const committing = await snapshotting;
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
-      await snapshotting;
       const finished = finish();
       // READY and the delivery of the messages queued for the task commit together: a sender sees
       // one or the other (queuePendingMessage takes the same row lock).
@@ -192,6 +193,9 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         log.info({ conversation_id: conversation.id, delivered, run_id: runId }, "pending messages delivered");
       }
       log.info({ conversation_id: conversation.id, stage_ms: finished?.ms }, "start task ready");
+      // The job ends with the commit (a shutdown's grace waits for it; a worker that dies leaves it to
+      // the agent's first call, which abandons it once overdue).
+      await committing?.done;
     } catch (err) {
       if (err instanceof LostOwnership) {
         log.warn("lost the start task to another attempt; stopping");
