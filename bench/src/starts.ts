@@ -164,8 +164,21 @@ export const startDeployment = async (opts: {
       );
       return outcomes(posted, readyAt);
     },
+    /**
+     * Removes a start's sandbox once the start's own work in it is done: a repository snapshot's
+     * commit runs on after READY (the agent's calls wait for it), and removing the sandbox under it
+     * would lose the snapshot. The next sample then meets no commit of this one's either.
+     */
     async removeSandbox(sandboxes: SandboxDriver, name: string | null) {
-      if (name) await sandboxes.destroy(name).catch(() => undefined);
+      if (!name) return;
+      await waitFor(
+        async () =>
+          (
+            await db.query("select 1 from repo_snapshots where source_sandbox = $1 and image = ''", [name])
+          ).rowCount === 0,
+        { what: `the snapshot commit of ${name}`, timeoutMs: 120_000, intervalMs: 10 },
+      );
+      await sandboxes.destroy(name).catch(() => undefined);
     },
     /**
      * Waits until the workers' pools hold `n` warm sandboxes (running, unclaimed, and made at

@@ -22,6 +22,7 @@ import { gitServicesOf } from "./pipeline/repository-spec.ts";
 import { runJanitor } from "./processors/janitor.ts";
 import { startWebhookOutboxSweep } from "./processors/webhooks.ts";
 import { startDiskLimitWatch } from "./sandbox/disk-limit.ts";
+import { snapshotGuardedDriver } from "./sandbox/snapshot-guard.ts";
 import { startWarmUpkeep, WARM_TOUCH_EVERY_MS, warmPoolStore } from "./sandbox/warm-rows.ts";
 import { startWorkers } from "./workers.ts";
 
@@ -202,7 +203,9 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
       for (const [state, n] of Object.entries(counts)) metrics.queueDepth.set({ queue: queue.name, state }, n);
     }
   };
-  await startWorkerHttp({ config, db, redis, sandboxes, engineId, logger, refreshMetrics }, shutdown);
+  // The agent-server operations wait, as the agent's runs do, for a snapshot still being committed.
+  const agentSandboxes = snapshotGuardedDriver(sandboxes, db, { logger });
+  await startWorkerHttp({ config, db, redis, sandboxes: agentSandboxes, engineId, logger, refreshMetrics }, shutdown);
 
   // The schedule is this process's own timer (see janitor-schedule.ts), one sweep at a time per
   // engine (each engine sweeps its own containers). The Redis-stored schedulers of earlier versions

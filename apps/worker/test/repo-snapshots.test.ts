@@ -71,6 +71,10 @@ const start = async (userId: string, extra: Partial<StartRequest> = {}): Promise
   const { task } = await h.waitForTask(taskId);
   expect(task.detail).toBeNull();
   expect(task.status).toBe("READY");
+  // READY may come before the snapshot's commit returns: the tests below read it once it is done.
+  await waitFor(async () => (await snapshotsOf(userId)).every((s) => s.image !== ""), {
+    what: "the start's snapshot committed",
+  });
   const row = await sandboxesRepository(h.database.db).findByTask(task.id);
   const sandbox = row!.name;
   const stamp = await h.execIn(sandbox, "cat /workspace/snap/.setup-stamp");

@@ -316,6 +316,8 @@ interface RepoSnapshotsTable {
   image: string;
   /** What the snapshot adds to its base image. */
   bytes: ColumnType<number, number, number>;
+  /** The sandbox it is committed from (migration 0350): while its image is "", that sandbox is not the agent's yet. */
+  source_sandbox: string | null;
   created_at: Timestamp;
   last_used_at: Timestamp;
 }

@@ -160,23 +160,33 @@ export const acquireSandboxForStart = async (
   return { sandbox: await acquire(plan.value.hit?.image), snapshot: plan.value };
 };
 
+/** A snapshot recorded as under way, its image not made yet: `commit` makes it; `abandon` gives it up. */
+export interface SnapshotInProgress {
+  /** Commits the sandbox and records the image; never rejects. */
+  commit(): Promise<void>;
+  /** The start did not get to READY: the row goes, so nothing waits for a commit that will not come. */
+  abandon(): Promise<void>;
+}
+
 /**
- * After the setup script succeeded: commits the sandbox as the user's snapshot. Runs beside the
- * stages after it (they only add the hook, which a start from the snapshot installs again, and read),
- * and is awaited before READY: nothing the agent does is ever in a snapshot. Never fails the start.
+ * After the setup script succeeded: records the user's snapshot as under way, naming the sandbox as
+ * its source. From then on the agent's calls into the sandbox wait until its `commit` returns
+ * (snapshot-guard.ts), so the start answers READY first and commits after (the commit's disk writes
+ * would slow READY's own), and nothing the agent does is ever in a snapshot. The stages after the
+ * setup script run before the commit (they only add the hook, which a start from the snapshot
+ * installs again, and read). Never fails the start: null when no snapshot is taken.
  */
-export const takeSnapshot = async (
+export const beginSnapshot = async (
   ctx: StartContext,
   plan: SnapshotPlan,
   sandbox: AcquiredSandbox,
   workspace: Workspace,
-): Promise<void> => {
+): Promise<SnapshotInProgress | null> => {
   const { deps } = ctx;
-  if (!snapshotsEnabled(deps) || !workspace.setupHash) return;
-  const started = Date.now();
+  if (!snapshotsEnabled(deps) || !workspace.setupHash) return null;
   // The commit the clone checked out: a push between ls-remote and the clone keys it right.
   const commit = workspace.commit ?? plan.key.commit;
-  if (!commit) return;
+  if (!commit) return null;
   const key = {
     ...plan.key,
     commit,
@@ -185,35 +195,58 @@ export const takeSnapshot = async (
     hasSkills: workspace.hasSkills !== false,
   };
   const snapshots = repoSnapshotsRepository(deps.db);
+  let begun: { id: string; replaced: string[] };
   try {
-    const { id, replaced } = await snapshots.begin(key);
-    const made = await deps.sandboxes.commit!(sandbox.ref, {
-      baseImage: key.baseImage,
-      labels: {
-        [SnapshotLabel.Marker]: "1",
-        [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
-        [SnapshotLabel.SnapshotId]: id,
-        [SnapshotLabel.UserId]: key.userId,
-        [SandboxLabel.Engine]: deps.engineId,
-      },
-    });
-    if (!(await snapshots.complete(id, made.image, made.bytes))) {
-      await deps.sandboxes.removeImage?.(made.image);
-      return;
-    }
-    ctx.log.info(
-      { snapshot: id, image: made.image, bytes: made.bytes, ms: Date.now() - started },
-      "snapshot of the repository after its setup script taken",
-    );
-    // Not before READY: what is removed is no start's any more (a worker that dies first leaves the
-    // images to the janitor's sweep of images no row owns).
-    void (async () => {
-      for (const image of replaced) await deps.sandboxes.removeImage?.(image);
-      await evictSnapshots(deps, key.userId);
-    })().catch((err: unknown) => ctx.log.warn({ err }, "replaced or evicted snapshots not removed; the janitor will"));
+    begun = await snapshots.begin(key, sandbox.ref);
   } catch (err) {
     ctx.log.warn({ err }, "snapshot not taken; the next start clones again");
+    return null;
   }
+  const { id, replaced } = begun;
+  const abandon = async () => {
+    await snapshots.abandon(id).catch(() => undefined);
+  };
+  return {
+    abandon,
+    async commit() {
+      const started = Date.now();
+      try {
+        const made = await deps.sandboxes.commit!(sandbox.ref, {
+          baseImage: key.baseImage,
+          labels: {
+            [SnapshotLabel.Marker]: "1",
+            [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
+            [SnapshotLabel.SnapshotId]: id,
+            [SnapshotLabel.UserId]: key.userId,
+            [SandboxLabel.Engine]: deps.engineId,
+          },
+        });
+        // Past SNAPSHOT_COMMIT_MAX_MS a waiter may have abandoned the row: then the image is no one's.
+        if (!(await snapshots.complete(id, made.image, made.bytes))) {
+          await deps.sandboxes.removeImage?.(made.image);
+          ctx.log.warn({ snapshot: id, ms: Date.now() - started }, "snapshot given up before its commit returned");
+          return;
+        }
+        ctx.log.info(
+          { snapshot: id, image: made.image, bytes: made.bytes, ms: Date.now() - started },
+          "snapshot of the repository after its setup script taken",
+        );
+      } catch (err) {
+        // Its row goes at once, so no call into the sandbox waits for it.
+        await abandon();
+        ctx.log.warn({ err }, "snapshot not taken; the next start clones again");
+        return;
+      }
+      try {
+        // What is removed is no start's any more (a worker that dies first leaves the images to the
+        // janitor's sweep of images no row owns).
+        for (const image of replaced) await deps.sandboxes.removeImage?.(image);
+        await evictSnapshots(deps, key.userId);
+      } catch (err) {
+        ctx.log.warn({ err }, "replaced or evicted snapshots not removed; the janitor will");
+      }
+    },
+  };
 };
 
 /** The snapshots past the user's and the engine's bounds go, least recently used first. */

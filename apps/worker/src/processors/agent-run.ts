@@ -5,6 +5,7 @@ import { agentRunContext } from "../agent/run-context.ts";
 import { ensureSandboxRunning } from "../agent/sandbox-idleness.ts";
 import type { WorkerDeps } from "../deps.ts";
 import { createGitTools } from "../git/tools.ts";
+import { snapshotGuardedDriver } from "../sandbox/snapshot-guard.ts";
 import { replaceDeadClaimedSandbox } from "../sandbox/warm-rows.ts";
 import type { JobProcessor } from "./types.ts";
 
@@ -24,9 +25,11 @@ const pausedRetryMs = 5_000;
  * throw and BullMQ retries the job; the retry resumes the run from its events. When the last
  * attempt fails, the conversation ends in `error` instead of staying `running`.
  */
-export const agentRunProcessor =
-  (deps: WorkerDeps): JobProcessor<"agent.run"> =>
-  async (job, token) => {
+export const agentRunProcessor = (deps: WorkerDeps): JobProcessor<"agent.run"> => {
+  // A sandbox whose snapshot is still being committed (its start answered READY before) is the
+  // agent's once the commit returns.
+  const sandboxes = snapshotGuardedDriver(deps.sandboxes, deps.db, { logger: deps.logger });
+  return async (job, token) => {
     const { conversationId, runId } = job.data;
     const logger = deps.logger.child({ conversation_id: conversationId, job_id: job.id });
     const interrupt = deps.runInterrupts?.track(conversationId);
@@ -35,7 +38,7 @@ export const agentRunProcessor =
         runAgent(
           {
             db: deps.db,
-            sandboxes: deps.sandboxes,
+            sandboxes,
             settings: deps.config,
             logger,
             runContext: (conversation) =>
@@ -87,3 +90,4 @@ export const agentRunProcessor =
       interrupt?.release();
     }
   };
+};

@@ -11,7 +11,12 @@ import { startOverIfRepositoryCodeRan } from "../pipeline/fresh-sandbox.ts";
 import { openStartedConversation } from "../pipeline/open-conversation.ts";
 import { beginClone, prepareRepository } from "../pipeline/prepare-repository.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
-import { acquireSandboxForStart, type SnapshotPlan, takeSnapshot } from "../pipeline/repo-snapshot.ts";
+import {
+  acquireSandboxForStart,
+  beginSnapshot,
+  type SnapshotInProgress,
+  type SnapshotPlan,
+} from "../pipeline/repo-snapshot.ts";
 import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
@@ -125,6 +130,9 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
     let snapshot: SnapshotPlan | null = null;
     /** The repository's clone on the worker, made while the sandbox is. */
     let cloning: Promise<WorkerClone> | null = null;
+    /** The snapshot recorded as under way; committed once READY, given up if the start ends before. */
+    let snapshotting: Promise<SnapshotInProgress | null> | null = null;
+    let ready = false;
     try {
       // Before any stage is entered: the status the task was left in by the attempt before this one.
       const freshName = await startOverIfRepositoryCodeRan(ctx, task.status);
@@ -165,18 +173,19 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
       const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), {
         skipWrite: !setupScriptMayRun(workspace),
       });
-      // Beside the stages after it; awaited before READY (the agent never runs before it is taken).
-      const snapshotting = snapshot && setup.ran ? takeSnapshot(ctx, snapshot, sandbox, workspace) : null;
+      // Recorded beside the stages after it, before the conversation exists: every call of the agent's
+      // into the sandbox waits for its commit, which comes after READY (snapshot-guard.ts).
+      snapshotting = snapshot && setup.ran ? beginSnapshot(ctx, snapshot, sandbox, workspace) : null;
       const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), {
         skipWrite: !workspace.repository || workspace.hasPreCommitScript === false,
       });
       const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), {
         skipWrite: !workspace.repository || workspace.hasSkills === false,
       });
+      const committing = await snapshotting;
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
-      await snapshotting;
       const finished = finish();
       // READY and the delivery of the messages queued for the task commit together: a sender sees
       // one or the other (queuePendingMessage takes the same row lock).
@@ -192,6 +201,10 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         log.info({ conversation_id: conversation.id, delivered, run_id: runId }, "pending messages delivered");
       }
       log.info({ conversation_id: conversation.id, stage_ms: finished?.ms }, "start task ready");
+      // The job ends with the commit (a shutdown's grace waits for it; a worker that dies leaves it to
+      // the agent's first call, which gives it up once overdue).
+      ready = true;
+      await committing?.commit();
     } catch (err) {
       if (err instanceof LostOwnership) {
         log.warn("lost the start task to another attempt; stopping");
@@ -218,6 +231,7 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
     } finally {
       // A clone never handed over (the start ended before) leaves nothing on the worker.
       (cloning as Promise<WorkerClone> | null)?.then((c) => c.discard()).catch(() => undefined);
+      if (!ready) await (snapshotting as Promise<SnapshotInProgress | null> | null)?.then((s) => s?.abandon());
     }
   };
 };

@@ -44,7 +44,7 @@ const summaryRows = (
 
 /**
  * With a repository and a setup script, no pool (the floors have none either): the first start
- * (`fresh`: clone, setup script, and the snapshot taken before READY), then the repeat start of
+ * (`fresh`: clone and setup script; the snapshot's commit runs on after READY), then the repeat start of
  * the same user, repository and commit, which begins from that snapshot (issue 23 §2).
  */
 export const repoRows = async (ctx: BenchContext, env: ReadyEnvironment): Promise<BenchRow[]> => {
@@ -93,7 +93,7 @@ export const repoRows = async (ctx: BenchContext, env: ReadyEnvironment): Promis
       label: "time to READY, repo + setup.sh",
       floorLabel: "raw container+clone+setup",
       maxRatio: 1.1,
-      note: "first start (fresh: true): clone, setup.sh, and the snapshot's commit before READY",
+      note: "first start (fresh: true): clone and setup.sh; the snapshot's commit runs after READY (the agent's calls into the sandbox wait for it), and each sample waits for it before the next",
     }),
     ...summaryRows(ctx, repeat, {
       id: "ready.repo_snapshot",

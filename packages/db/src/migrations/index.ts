@@ -25,6 +25,7 @@ import * as m0230 from "./20261128_0230_sandbox_starts.ts";
 import * as m0300 from "./20261128_0300_warm_claim.ts";
 import * as m0320 from "./20261128_0320_repo_snapshots.ts";
 import * as m0340 from "./20261128_0340_warm_claim_function.ts";
+import * as m0350 from "./20261128_0350_snapshot_source.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -54,4 +55,5 @@ export const migrations: Record<string, Migration> = {
   "20261128_0300_warm_claim": m0300,
   "20261128_0320_repo_snapshots": m0320,
   "20261128_0340_warm_claim_function": m0340,
+  "20261128_0350_snapshot_source": m0350,
 };

@@ -122,6 +122,8 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
    */
   async begin(
     key: RepoSnapshotKey & { setupHash: string; hasPreCommit: boolean; hasSkills: boolean },
+    /** The sandbox it is committed from: until `complete`, calls into it wait (`pendingFrom`). */
+    sourceSandbox: string | null = null,
   ): Promise<{ id: string; replaced: string[] }> {
     const id = newId();
     return db.transaction().execute(async (trx) => {
@@ -153,20 +155,45 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
           base_image: key.baseImage,
           image: "",
           bytes: 0,
+          source_sandbox: sourceSandbox,
         })
         .execute();
       return { id, replaced: old.map((r) => r.image).filter((i) => i !== "") };
     });
   },
 
-  /** The image is made: the snapshot may serve. False when its row is gone (its user was removed meanwhile). */
+  /**
+   * The image is made: the snapshot may serve. False when its row is gone (its user was removed, a
+   * newer snapshot of the key replaced it, or a waiter abandoned it) or was completed already.
+   */
   async complete(id: string, image: string, bytes: number): Promise<boolean> {
     const r = await db
       .updateTable("repo_snapshots")
       .set({ image, bytes, last_used_at: sql`now()` })
       .where("id", "=", id)
+      .where("image", "=", "")
       .executeTakeFirst();
     return Number(r.numUpdatedRows) > 0;
+  },
+
+  /** Commits under way from this sandbox, with how long each has run (ms). */
+  async pendingFrom(sourceSandbox: string): Promise<{ id: string; ageMs: number }[]> {
+    const rows = await db
+      .selectFrom("repo_snapshots")
+      .select(["id", sql<number>`(extract(epoch from clock_timestamp() - created_at) * 1000)::float8`.as("age_ms")])
+      .where("source_sandbox", "=", sourceSandbox)
+      .where("image", "=", "")
+      .execute();
+    return rows.map((r) => ({ id: r.id, ageMs: Number(r.age_ms) }));
+  },
+
+  /**
+   * A commit given up on (its worker is presumed dead): its row goes, so a `complete` coming later
+   * fails and that worker removes its image. False when it completed first.
+   */
+  async abandon(id: string): Promise<boolean> {
+    const r = await db.deleteFrom("repo_snapshots").where("id", "=", id).where("image", "=", "").executeTakeFirst();
+    return Number(r.numDeletedRows) > 0;
   },
 
   /** Snapshots begun and never completed (their worker died): gone, so they count against no bound. */
