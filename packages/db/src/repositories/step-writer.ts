@@ -33,10 +33,13 @@ const MAX_GROUP_WRITES = 256;
 const MAX_GROUP_EVENTS = 4_096;
 /**
  * Groups committed at once, on as many connections: while one commits (its WAL flush), the next
- * is already being written. Never two writes of one conversation at once, so no two groups lock
- * the same row and none can deadlock another.
+ * is already being written, and two cores each run one. Never two writes of one conversation at
+ * once, so no two groups lock the same row and none can deadlock another. Two against one, full
+ * bench, same machine: 64 runs 25-45k events/s (five runs) against 28k (two); 8 runs 13-17k either way.
  */
-const MAX_IN_FLIGHT = 1;
+const MAX_IN_FLIGHT = 2;
+/** Writes waiting below which they go as one group even when a second could go beside it. */
+const MIN_SPLIT_WRITES = 16;
 
 interface Pending {
   step: StepWrite;
@@ -244,7 +247,12 @@ export const createStepWriter = (db: Kysely<Database>, opts: { maxInFlight?: num
     const group: Pending[] = [];
     const seen = new Set<string>();
     let events = 0;
-    for (let i = 0; i < queue.length && group.length < MAX_GROUP_WRITES; ) {
+    // With more than one group free to go and enough waiting, the writes are shared among them:
+    // groups in flight at once run on as many connections (and cores) instead of one after another.
+    // A few writes stay one group (one statement is cheaper than two; 8 runs gained nothing split).
+    const free = maxInFlight - inFlight;
+    const limit = queue.length >= free * MIN_SPLIT_WRITES ? Math.ceil(queue.length / free) : MAX_GROUP_WRITES;
+    for (let i = 0; i < queue.length && group.length < Math.min(limit, MAX_GROUP_WRITES); ) {
       const p = queue[i] as Pending;
       const id = p.step.conversationId;
       const n = p.step.drafts.length;
