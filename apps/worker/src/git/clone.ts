@@ -117,8 +117,8 @@ export interface WorkerClone {
 
 /**
  * Clones on the worker, into a temporary directory; `handOverIn` streams the tree into the sandbox as
- * a tar (unpacked there by the sandbox user, so owned by it): the sandbox never sees the token. No repository code
- * runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
+ * a tar (unpacked there by the sandbox user, so owned by it): the sandbox never sees the token. No
+ * repository code runs on the worker: git runs no hooks and no filters here, and the tree is only packed.
  */
 export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => {
   const root = await mkdtemp(join(tmpdir(), "tern-clone-"));
@@ -181,6 +181,9 @@ export const cloneOnWorker = async (req: CloneRequest): Promise<WorkerClone> => 
   }
 };
 
+/** How long a finished exec's tar has to exit before it is stopped (it wrote its last record by then). */
+const PACK_EXIT_WAIT_MS = 10_000;
+
 const tooLarge = (maxBytes: number) =>
   new RepositoryFaultError(`the repository is larger than GIT_CLONE_MAX_MB (${maxBytes / 1048576} MiB)`);
 
@@ -229,8 +232,12 @@ const packTree = (root: string, dir: string, maxBytes: number) => {
   return {
     tar: counted,
     async end(stop: boolean) {
-      if (stop && tar.exitCode === null && tar.signalCode === null) tar.kill("SIGKILL");
+      const running = () => tar.exitCode === null && tar.signalCode === null;
+      if (stop && running()) tar.kill("SIGKILL");
+      // A reader that read the whole archive leaves it done at once; one that did not is never waited for.
+      const late = setTimeout(() => running() && tar.kill("SIGKILL"), PACK_EXIT_WAIT_MS);
       const code = await exited;
+      clearTimeout(late);
       return { code, bytes, stderr, fault: fault as RepositoryFaultError | null };
     },
   };
