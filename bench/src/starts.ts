@@ -173,9 +173,8 @@ export const startDeployment = async (opts: {
       if (!name) return;
       await waitFor(
         async () =>
-          (
-            await db.query("select 1 from repo_snapshots where source_sandbox = $1 and image = ''", [name])
-          ).rowCount === 0,
+          (await db.query("select 1 from repo_snapshots where source_sandbox = $1 and image = ''", [name])).rowCount ===
+          0,
         { what: `the snapshot commit of ${name}`, timeoutMs: 120_000, intervalMs: 10 },
       );
       await sandboxes.destroy(name).catch(() => undefined);
