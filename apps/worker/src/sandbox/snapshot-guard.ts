@@ -8,7 +8,7 @@ import type { Kysely } from "kysely";
  * worker died mid-commit): the first call that waits for it abandons it and goes on, and the
  * committing worker, should it still finish, finds its row gone and removes the image.
  */
-export const SNAPSHOT_COMMIT_MAX_MS = 120_000;
+const SNAPSHOT_COMMIT_MAX_MS = 120_000;
 const POLL_MS = 20;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -24,7 +24,7 @@ export interface SnapshotGuardOptions {
  * before its snapshot's commit returned, and anything the agent did in the sandbox meanwhile would
  * be in the image, served to the user's next start. One indexed read when nothing is under way.
  */
-export const waitForSnapshotsOf = async (
+const waitForSnapshotsOf = async (
   db: Kysely<Database>,
   ref: SandboxRef,
   opts: SnapshotGuardOptions = {},
