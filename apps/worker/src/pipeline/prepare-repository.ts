@@ -24,10 +24,23 @@ if [ -d "$dest/.git" ]; then rm -rf "$src"; echo "already cloned"; exit 0; fi
 if ! mv -T "$src" "$dest" 2>/dev/null; then rm -rf "$src"; [ -d "$dest/.git" ] || exit 1; fi
 `;
 
-/** The agent's commits need an identity; set per repository, never with credentials. */
+/**
+ * The agent's commits need an identity; set per repository (where none is set at any level, the
+ * image's own included), never with credentials. One git process reads both; when both are missing
+ * (the usual case) the section is appended to the repository's config, which our own clone or init
+ * wrote: no git process for the writes (each costs milliseconds of a start's critical path).
+ */
 const IDENTITY_SCRIPT = `
-cd "$1" && git config user.name >/dev/null || git config user.name "openhands"
-cd "$1" && git config user.email >/dev/null || git config user.email "openhands@all-hands.dev"
+cd "$1" || exit 1
+ids=$'\\n'"$(git config --get-regexp '^user\\.(name|email)$' || true)"
+case "$ids" in *$'\\n'"user.name "*) name=1 ;; *) name= ;; esac
+case "$ids" in *$'\\n'"user.email "*) email=1 ;; *) email= ;; esac
+if [ -z "$name$email" ] && [ -f .git/config ] && [ ! -L .git/config ]; then
+  printf '[user]\\n\\tname = openhands\\n\\temail = openhands@all-hands.dev\\n' >> .git/config || exit 1
+else
+  [ -n "$name" ] || git config user.name "openhands" || exit 1
+  [ -n "$email" ] || git config user.email "openhands@all-hands.dev" || exit 1
+fi
 `;
 
 const INIT_SCRIPT = `
