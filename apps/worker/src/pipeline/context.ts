@@ -88,8 +88,10 @@ export const execChecked = async (
   opts: ExecOptions,
   what: string,
   onFailure: "retry" | "repository_fault" = "retry",
-): Promise<ExecResult> => {
-  const r = await ctx.deps.sandboxes.exec(sandbox, opts);
+): Promise<ExecResult> => checked(await ctx.deps.sandboxes.exec(sandbox, opts), what, onFailure);
+
+/** An exec's result that must be a success (execChecked's check, for an exec run some other way). */
+export const checked = (r: ExecResult, what: string, onFailure: "retry" | "repository_fault" = "retry"): ExecResult => {
   if (r.exitCode !== 0) {
     const message = `${what} failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr || r.stdout, 3)}`;
     throw onFailure === "repository_fault" ? new RepositoryFaultError(message) : new Error(message);

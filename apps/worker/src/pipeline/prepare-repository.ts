@@ -1,7 +1,7 @@
 import type { ExecOptions, ExecResult } from "@tern/sandbox";
 import { cloneOnWorker, type WorkerClone } from "../git/clone.ts";
 import { resolveGitAccess } from "../git/git-access.ts";
-import { type AcquiredSandbox, execChecked, lastLines, type StartContext, type Workspace } from "./context.ts";
+import { type AcquiredSandbox, checked, execChecked, type StartContext, type Workspace } from "./context.ts";
 import type { SnapshotPlan } from "./repo-snapshot.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
 import { PRE_COMMIT_SCRIPT } from "./set-up-git-hooks.ts";
@@ -180,13 +180,11 @@ export const prepareRepository = async (
     await clone.checkSize(deps.config.GIT_CLONE_MAX_MB * 1024 * 1024);
     return { dir, repository: spec, commit: clone.commit, unplaced: clone };
   }
-  const { result: r } = await handOverClone(ctx, sandbox, clone, (staged) => ({
+  const { result } = await handOverClone(ctx, sandbox, clone, (staged) => ({
     cmd: ["bash", "-c", PLACE_THEN_IDENTITY_SCRIPT, "place", `${WORKSPACE_ROOT}/${staged}`, dir],
     maxOutputBytes: 64 * 1024,
   }));
-  if (r.exitCode !== 0) {
-    throw new Error(`placing the clone failed (exit ${r.exitCode ?? "none"}): ${lastLines(r.stderr || r.stdout, 3)}`);
-  }
+  const r = checked(result, "placing the clone");
   return { dir, repository: spec, commit: clone.commit, ...workspaceFactsOf(r.stdout) };
 };
 
