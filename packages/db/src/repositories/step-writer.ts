@@ -251,8 +251,11 @@ export const createStepWriter = (db: Kysely<Database>, opts: { maxInFlight?: num
     // groups in flight at once run on as many connections (and cores) instead of one after another.
     // A few writes stay one group (one statement is cheaper than two; 8 runs gained nothing split).
     const free = maxInFlight - inFlight;
-    const limit = queue.length >= free * MIN_SPLIT_WRITES ? Math.ceil(queue.length / free) : MAX_GROUP_WRITES;
-    for (let i = 0; i < queue.length && group.length < Math.min(limit, MAX_GROUP_WRITES); ) {
+    const limit = Math.min(
+      MAX_GROUP_WRITES,
+      queue.length >= free * MIN_SPLIT_WRITES ? Math.ceil(queue.length / free) : MAX_GROUP_WRITES,
+    );
+    for (let i = 0; i < queue.length && group.length < limit; ) {
       const p = queue[i] as Pending;
       const id = p.step.conversationId;
       const n = p.step.drafts.length;
