@@ -1,5 +1,5 @@
 import http from "node:http";
-import { newEvent, toHexId } from "@tern/core";
+import { newEvent, parseId, toHexId } from "@tern/core";
 import { eventsRepository, startTasksRepository } from "@tern/db";
 import { createConversationFixture, sampleEvent, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -273,5 +273,54 @@ describe("GET /api/v1/app-conversations/start-tasks/{id}/stream", () => {
     const stranger = await t.api.newUser();
     const res = await t.call(`/api/v1/app-conversations/start-tasks/${toHexId(task.id)}/stream`, { key: stranger.key });
     expect(res.status).toBe(404);
+  });
+});
+
+describe("POST /api/v1/app-conversations/stream-start on a process with the change feed", () => {
+  it("writes each stage as it commits, stages passed between two reads included, and ends the array at READY", async () => {
+    const res = await t.call("/api/v1/app-conversations/stream-start", {
+      method: "POST",
+      key,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ title: "streamed start" }),
+    });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    const read = async () => {
+      const { value, done } = await reader.read();
+      if (value) text += decoder.decode(value, { stream: true });
+      return done;
+    };
+    const statuses = () => [...text.matchAll(/"status":"([A-Z_]+)"/g)].map((m) => m[1]);
+    const until = async (status: string) => {
+      while (!statuses().includes(status)) if (await read()) break;
+    };
+    await until("WORKING");
+    const taskId = (/"id":"([0-9a-f]+)"/.exec(text) as RegExpExecArray)[1] as string;
+    const { conversationId } = await createConversationFixture(db(), { userId });
+    const set = (values: Record<string, unknown>) =>
+      db()
+        .updateTable("start_tasks")
+        .set(values)
+        .where("id", "=", parseId(taskId) as string)
+        .execute();
+    await set({ status: "WAITING_FOR_SANDBOX" });
+    await until("WAITING_FOR_SANDBOX");
+    // Two stages in one go: the one passed on the way is still written (stage_durations names it).
+    await set({ status: "RUNNING_SETUP_SCRIPT", stage_durations: { WAITING_FOR_SANDBOX: 5, PREPARING_REPOSITORY: 3 } });
+    await until("RUNNING_SETUP_SCRIPT");
+    await set({ status: "READY", app_conversation_id: conversationId });
+    while (!(await read()));
+    const snapshots = JSON.parse(text) as { status: string; app_conversation_id: string | null }[];
+    expect(snapshots.map((s) => s.status)).toEqual([
+      "WORKING",
+      "WAITING_FOR_SANDBOX",
+      "PREPARING_REPOSITORY",
+      "RUNNING_SETUP_SCRIPT",
+      "READY",
+    ]);
+    expect(snapshots.at(-1)?.app_conversation_id).toBe(toHexId(conversationId));
   });
 });

@@ -11,8 +11,10 @@ import type { ApiDeps } from "../../deps.ts";
 import { errorResponse, errorResponses, notFoundResponse, toStartTaskRecord } from "../records.ts";
 import type { Router } from "../router.ts";
 
-/** How often the stream looks at the task: stages last longer than this. */
+/** How often the stream looks at the task on a process without the change feed: stages last longer than this. */
 const POLL_MS = 100;
+/** With the change feed, the task is read when a stage commits; this look is only the backstop. */
+const FEED_BACKSTOP_MS = 1_000;
 
 const route = createRoute({
   method: "post",
@@ -50,11 +52,49 @@ const snapshotsSince = (last: StartTask, now: StartTask): StartTask[] => {
   return [...passed.map((status) => ({ ...now, status, appConversationId: null })), now];
 };
 
+/**
+ * Resolves `next()` when the task may have changed: with the process's change feed, as soon as a stage
+ * of it commits (a missed notification is caught by the backstop); without one, every POLL_MS.
+ * The subscription is made before the first read, so no stage begins unseen between the two.
+ */
+const taskChanges = (deps: ApiDeps, taskId: string) => {
+  const hub = deps.streams && !deps.streams.closing ? deps.streams : null;
+  let changed = false;
+  let wake: (() => void) | null = null;
+  const unsubscribe = hub?.feed.onStartTask(taskId, () => {
+    changed = true;
+    wake?.();
+  });
+  return {
+    next: () =>
+      new Promise<void>((resolve) => {
+        if (changed) {
+          changed = false;
+          return resolve();
+        }
+        const done = () => {
+          clearTimeout(timer);
+          wake = null;
+          changed = false;
+          resolve();
+        };
+        const timer = setTimeout(done, hub ? FEED_BACKSTOP_MS : POLL_MS);
+        wake = done;
+      }),
+    /** Stops following: a pending `next()` resolves at once. */
+    close: () => {
+      unsubscribe?.();
+      wake?.();
+    },
+  };
+};
+
 export const registerStreamStart = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const task = await startConversation(deps, c.get("principal").userId, c.req.valid("json"));
     const encoder = new TextEncoder();
     let cancelled = false;
+    const changes = isTerminalStartTaskStatus(task.status) ? null : taskChanges(deps, task.id);
     const body = new ReadableStream<Uint8Array>({
       async start(controller) {
         const write = (t: StartTask, first = false) =>
@@ -64,8 +104,10 @@ export const registerStreamStart = (router: Router, deps: ApiDeps) =>
         write(task, true);
         let last = task;
         try {
-          while (!cancelled && !isTerminalStartTaskStatus(last.status)) {
-            await new Promise((r) => setTimeout(r, POLL_MS));
+          // The first read follows the subscription at once: a stage begun before it is seen.
+          for (let first = true; changes && !cancelled && !isTerminalStartTaskStatus(last.status); first = false) {
+            if (!first) await changes.next();
+            if (cancelled) break;
             const now = await startTaskNow(deps, task.id);
             if (!now) break;
             for (const snapshot of snapshotsSince(last, now)) write(snapshot);
@@ -73,6 +115,8 @@ export const registerStreamStart = (router: Router, deps: ApiDeps) =>
           }
         } catch (err) {
           deps.logger.warn({ err, task_id: task.id }, "stream-start stopped reading its task");
+        } finally {
+          changes?.close();
         }
         if (cancelled) return;
         controller.enqueue(encoder.encode("]"));
@@ -80,6 +124,7 @@ export const registerStreamStart = (router: Router, deps: ApiDeps) =>
       },
       cancel() {
         cancelled = true;
+        changes?.close();
       },
     });
     // A streamed body, so not c.json(); the document still describes it as the array it adds up to.
