@@ -5,24 +5,31 @@ import pg from "pg";
 import { rssMiB } from "./load.ts";
 import { createKey, spawnApi, spawnWorker } from "./services.ts";
 
+/** A start as posted, and the moment its READY was read. */
+interface Posted {
+  id: string;
+  /** When the POST was sent. */
+  t0: number;
+  answeredReady: boolean;
+  ready: Promise<number>;
+}
+
 export interface StartOutcome {
   taskId: string;
-  /** POST sent → READY read, as the client sees it: the POST's answer when it said READY, else the first poll that did. */
+  /** POST sent → READY read, as the client sees it: the POST's answer when it said READY, else the READY frame of its stage stream. */
   clientMs: number;
   /** created_at → updated_at of the READY task, as the database saw it. */
   serverMs: number;
   stageDurations: Record<string, number>;
   /** The sandbox it ran in (a `tern-pool-` name when the warm pool served it). */
   sandboxName: string | null;
-  /** The POST's answer was READY (the API claimed a warm row, issue 23 §1): no polling. */
+  /** The POST's answer was READY (the API claimed a warm row, issue 23 §1): no stream followed. */
   answeredReady: boolean;
 }
 
-const POLL_MS = 3;
-
 /**
  * One API process and `workers` worker processes on a database and Redis prefix of their own,
- * started through the real HTTP API and followed by polling the start-tasks lookup.
+ * started through the real HTTP API and followed on each start's stage stream.
  */
 export const startDeployment = async (opts: {
   databaseUrl: string;
@@ -49,8 +56,51 @@ export const startDeployment = async (opts: {
   const db = new pg.Client({ connectionString: opts.databaseUrl, options: "-c TimeZone=UTC" });
   await db.connect();
 
-  /** `readyAt`: the answer itself said READY (a warm claim, issue 23 §1): the client has read it then. */
-  const post = async (body: StartRequest): Promise<{ id: string; t0: number; readyAt?: number }> => {
+  /**
+   * Follows one start on its stage stream (GET …/start-tasks/{id}/stream: a frame as each stage commits,
+   * woken by Postgres' notification) and gives the moment READY was read. A client polling the lookup
+   * every few ms would learn of READY about as soon, but its requests compete with the start itself
+   * for the machine's cores.
+   */
+  const followToReady = async (id: string, deadline: number): Promise<number> => {
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), Math.max(0, deadline - Date.now()));
+    try {
+      const res = await fetch(`${api.url}/api/v1/app-conversations/start-tasks/${id}/stream`, {
+        headers,
+        signal: abort.signal,
+      });
+      if (res.status !== 200 || !res.body) throw new Error(`the stream of start ${id} answered ${res.status}`);
+      const decoder = new TextDecoder();
+      let buffered = "";
+      for await (const chunk of res.body) {
+        buffered += decoder.decode(chunk, { stream: true });
+        for (let end = buffered.indexOf("\n\n"); end >= 0; end = buffered.indexOf("\n\n")) {
+          const frame = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          const status = /^id: (.*)$/m.exec(frame)?.[1];
+          if (status === "READY") return performance.now();
+          if (status === "ERROR") {
+            const data = JSON.parse(/^data: (.*)$/m.exec(frame)?.[1] ?? "{}") as { detail?: string };
+            throw new Error(`start ${id} failed: ${data.detail}`);
+          }
+        }
+      }
+      throw new Error(`the stream of start ${id} ended before READY`);
+    } catch (err) {
+      if (abort.signal.aborted) throw new Error(`start ${id} not READY by its deadline`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      abort.abort();
+    }
+  };
+
+  /**
+   * One start posted; `ready` is the moment the client read READY: the answer itself when it said so
+   * (a warm claim, issue 23 §1), else the READY frame of the stage stream it follows from then on.
+   */
+  const post = async (body: StartRequest, timeoutMs: number): Promise<Posted> => {
     const t0 = performance.now();
     const res = await fetch(`${api.url}/api/v1/app-conversations`, {
       method: "POST",
@@ -63,39 +113,15 @@ export const startDeployment = async (opts: {
     if (res.status >= 300) throw new Error(`start answered ${res.status}: ${text.slice(0, 300)}`);
     const answeredAt = performance.now();
     const task = JSON.parse(text) as { id: string; status: string };
-    return { id: task.id, t0, ...(task.status === "READY" ? { readyAt: answeredAt } : {}) };
+    const answeredReady = task.status === "READY";
+    const ready = answeredReady ? Promise.resolve(answeredAt) : followToReady(task.id, Date.now() + timeoutMs);
+    // Awaited by `outcomes`; a failure meanwhile is not an unhandled one.
+    ready.catch(() => undefined);
+    return { id: task.id, t0, answeredReady, ready };
   };
 
-  /** Starts whose POST answered READY are READY as of that answer; the rest are polled. */
-  const answeredReady = (posted: { id: string; readyAt?: number }[]): Map<string, number> =>
-    new Map(posted.flatMap((p) => (p.readyAt === undefined ? [] : [[p.id.replaceAll("-", ""), p.readyAt]])));
-
-  const waitReady = async (
-    ids: string[],
-    timeoutMs: number,
-    done: Map<string, number> = new Map(),
-  ): Promise<Map<string, number>> => {
-    const deadline = Date.now() + timeoutMs;
-    while (done.size < ids.length) {
-      const pending = ids.filter((id) => !done.has(id)).slice(0, 100);
-      const qs = pending.map((id) => `ids=${id}`).join("&");
-      const res = await fetch(`${api.url}/api/v1/app-conversations/start-tasks?${qs}`, { headers });
-      const tasks = (await res.json()) as ({ id: string; status: string; detail: string | null } | null)[];
-      const now = performance.now();
-      for (const t of tasks) {
-        if (!t) continue;
-        if (t.status === "ERROR") throw new Error(`start ${t.id} failed: ${t.detail}`);
-        if (t.status === "READY") done.set(t.id.replaceAll("-", ""), now);
-      }
-      if (done.size < ids.length) {
-        if (Date.now() > deadline) throw new Error(`${ids.length - done.size} starts not READY in ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, POLL_MS));
-      }
-    }
-    return done;
-  };
-
-  const outcomes = async (posted: { id: string; t0: number; readyAt?: number }[], readyAt: Map<string, number>) => {
+  const outcomes = async (posted: Posted[]) => {
+    const readyAt = await Promise.all(posted.map((p) => p.ready));
     const r = await db.query<{
       id: string;
       ms: number;
@@ -107,16 +133,15 @@ export const startDeployment = async (opts: {
       [posted.map((p) => p.id)],
     );
     const byId = new Map(r.rows.map((x) => [x.id.replaceAll("-", ""), x]));
-    return posted.map((p): StartOutcome => {
-      const key = p.id.replaceAll("-", "");
-      const row = byId.get(key);
+    return posted.map((p, i): StartOutcome => {
+      const row = byId.get(p.id.replaceAll("-", ""));
       return {
         taskId: p.id,
-        clientMs: (readyAt.get(key) ?? Number.NaN) - p.t0,
+        clientMs: (readyAt[i] ?? Number.NaN) - p.t0,
         serverMs: Number(row?.ms ?? Number.NaN),
         stageDurations: row?.stage_durations ?? {},
         sandboxName: row?.sandbox_name ?? null,
-        answeredReady: p.readyAt !== undefined,
+        answeredReady: p.answeredReady,
       };
     });
   };
@@ -128,21 +153,14 @@ export const startDeployment = async (opts: {
     prefix: opts.prefix,
     /** One start, followed to READY. */
     async startOne(body: StartRequest): Promise<StartOutcome> {
-      const p = await post(body);
-      const readyAt = await waitReady([p.id.replaceAll("-", "")], 60_000, answeredReady([p]));
-      return (await outcomes([p], readyAt))[0] as StartOutcome;
+      return (await outcomes([await post(body, 60_000)]))[0] as StartOutcome;
     },
     /** `n` starts posted at once, followed to READY; also the span first POST → last READY. */
     async burst(n: number, body: (i: number) => StartRequest): Promise<{ outcomes: StartOutcome[]; spanMs: number }> {
-      const posted = await Promise.all(Array.from({ length: n }, (_, i) => post(body(i))));
-      const readyAt = await waitReady(
-        posted.map((p) => p.id.replaceAll("-", "")),
-        120_000 + n * 2_000,
-        answeredReady(posted),
-      );
+      const posted = await Promise.all(Array.from({ length: n }, (_, i) => post(body(i), 120_000 + n * 2_000)));
       const first = Math.min(...posted.map((p) => p.t0));
-      const last = Math.max(...readyAt.values());
-      return { outcomes: await outcomes(posted, readyAt), spanMs: last - first };
+      const last = Math.max(...(await Promise.all(posted.map((p) => p.ready))));
+      return { outcomes: await outcomes(posted), spanMs: last - first };
     },
     /**
      * `n` starts posted one every `intervalMs` (an open loop: each goes at its time, whether the
@@ -154,15 +172,10 @@ export const startDeployment = async (opts: {
         Array.from({ length: n }, async (_, i) => {
           const wait = t0 + i * intervalMs - performance.now();
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          return post(body(i));
+          return post(body(i), 120_000 + n * 2_000);
         }),
       );
-      const readyAt = await waitReady(
-        posted.map((p) => p.id.replaceAll("-", "")),
-        120_000 + n * 2_000,
-        answeredReady(posted),
-      );
-      return outcomes(posted, readyAt);
+      return outcomes(posted);
     },
     /**
      * Removes a start's sandbox once the start's own work in it is done: a repository snapshot's
