@@ -93,6 +93,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
   const warmPool = createSandboxPool(sandboxes, {
     size: config.SANDBOX_POOL_SIZE,
     max: config.SANDBOX_POOL_MAX,
+    parallelCreates: config.SANDBOX_POOL_PARALLEL_CREATES,
     namespace: config.REDIS_PREFIX,
     ownerId: workerId,
     spec: {

@@ -91,6 +91,8 @@ export const configFields = {
    * slowly. Unset: SANDBOX_POOL_SIZE, a pool of fixed size.
    */
   SANDBOX_POOL_MAX: z.preprocess(emptyAsUndefined, int(0, 100).optional()),
+  /** Creates a pool growing above SANDBOX_POOL_SIZE runs at once (the engine's cores bound what helps). */
+  SANDBOX_POOL_PARALLEL_CREATES: int(1, 64).default(2),
   WORKER_CONCURRENCY: int(1, 1000).default(4),
   SETUP_SCRIPT_TIMEOUT: int(1, 86_400).default(600),
   START_TASK_DEADLINE: int(10, 86_400).default(1800),

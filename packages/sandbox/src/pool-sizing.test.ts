@@ -115,6 +115,7 @@ describe("a pool sizing itself from the arrival rate", () => {
       ownerId: "w",
       spec,
       sizing: { windowMs: 10_000, safety: 2, shrinkAfterMs: 60_000 },
+      parallelCreates: 6,
       now: () => clock.t,
     });
     await pool.start();
@@ -175,6 +176,52 @@ describe("a pool sizing itself from the arrival rate", () => {
     await pool.stop();
     // Stopping removes the warm ones; claimed ones belong to their conversations.
     expect(fake.live.size).toBe(hits);
+  });
+
+  it("grows by at most `parallelCreates` creates at once, however much the target lacks", async () => {
+    const clock = { t: 0 };
+    const fake = fakeDriver(clock);
+    let most = 0;
+    const counted = {
+      ...fake.driver,
+      create: async (s: Parameters<SandboxDriver["create"]>[0]) => {
+        most = Math.max(most, fake.waiting() + 1);
+        return fake.driver.create(s);
+      },
+    } as SandboxDriver;
+    const pool = createSandboxPool(counted, {
+      size: 2,
+      max: 8,
+      namespace: "capped",
+      ownerId: "w",
+      spec,
+      sizing: { windowMs: 10_000, safety: 2, shrinkAfterMs: 60_000 },
+      parallelCreates: 2,
+      now: () => clock.t,
+    });
+    await pool.start();
+    for (let i = 0; i < 2; i++) {
+      await waitFor(() => fake.waiting() === 1, { what: `warm-up create ${i + 1}`, intervalMs: 5 });
+      fake.finish(500);
+    }
+    await pool.whenFull();
+    // As in the test above: 2.8/s for 7 s takes the target to 5, with the pool empty.
+    for (let i = 0; i < 20; i++) {
+      await pool.claim({ taskId: `t${i}`, sandboxId: `s${i}` });
+      clock.t += 350;
+    }
+    expect(pool.target()).toBe(5);
+    await waitFor(() => fake.waiting() >= 2, { what: "creates begun", intervalMs: 5 });
+    // Each pair finished lets the next pair begin, never more, until the pool has its target.
+    await waitFor(
+      () => {
+        fake.finish(0);
+        return pool.available() >= 5;
+      },
+      { what: "the pool at its target", intervalMs: 5 },
+    );
+    expect(most).toBe(2);
+    await pool.stop();
   });
 
   it("with no maximum above its size keeps that size whatever the rate", async () => {
