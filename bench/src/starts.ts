@@ -73,8 +73,9 @@ export const startDeployment = async (opts: {
       if (res.status !== 200 || !res.body) throw new Error(`the stream of start ${id} answered ${res.status}`);
       const decoder = new TextDecoder();
       let buffered = "";
-      for await (const chunk of res.body) {
-        buffered += decoder.decode(chunk, { stream: true });
+      const reader = res.body.getReader();
+      for (let read = await reader.read(); !read.done; read = await reader.read()) {
+        buffered += decoder.decode(read.value, { stream: true });
         for (let end = buffered.indexOf("\n\n"); end >= 0; end = buffered.indexOf("\n\n")) {
           const frame = buffered.slice(0, end);
           buffered = buffered.slice(end + 2);
