@@ -24,6 +24,7 @@ import { startWebhookOutboxSweep } from "./processors/webhooks.ts";
 import { startDiskLimitWatch } from "./sandbox/disk-limit.ts";
 import { snapshotGuardedDriver } from "./sandbox/snapshot-guard.ts";
 import { startWarmUpkeep, WARM_TOUCH_EVERY_MS, warmPoolStore } from "./sandbox/warm-rows.ts";
+import { emptyWorkspaceImage, forgetEmptyWorkspaceImage } from "./sandbox/workspace-image.ts";
 import { startWorkers } from "./workers.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -89,6 +90,8 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
     await redis.del(workerAliveKey(config.REDIS_PREFIX, workerId));
   });
 
+  /** Set once the worker's deps exist (after the pool's start): what the pool's prepared image needs. */
+  let workerDeps: WorkerDeps | null = null;
   // Made even with no pool: its start removes what a killed predecessor under this WORKER_ID left warm.
   const warmPool = createSandboxPool(sandboxes, {
     size: config.SANDBOX_POOL_SIZE,
@@ -103,6 +106,12 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
       ...(engineId ? { labels: { [SandboxLabel.Engine]: engineId } } : {}),
     },
     prepare: emptyWorkspaceWarmUp(),
+    // Once the worker's empty-workspace image exists, a refill is a create alone (as a cold start).
+    preparedImage: () => (workerDeps ? emptyWorkspaceImage(workerDeps) : null),
+    onPreparedImageFailed: (image, err) => {
+      if (workerDeps) forgetEmptyWorkspaceImage(workerDeps, image);
+      logger.warn({ err, image }, "empty-workspace image unusable; the warm sandbox is made from the sandbox image");
+    },
     // A sandbox's labels are fixed when it is made: the sandboxes row says whose it is now.
     onClaim: async (info, owner) => {
       // A row the API wrote already (POST /api/v1/sandboxes) takes the warm sandbox's name.
@@ -149,6 +158,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
     runInterrupts: runInterrupts.interrupts,
     stopping: stopping.signal,
   };
+  workerDeps = deps;
   const workers = startWorkers(deps);
   // Registered after the workers, so it stops first: no new tries are enqueued while jobs finish.
   const webhookSweep = startWebhookOutboxSweep(deps);

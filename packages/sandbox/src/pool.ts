@@ -60,6 +60,15 @@ export interface SandboxPoolOptions {
    */
   prepare?: ExecOptions;
   /**
+   * An image that holds what `prepare` makes already (its result committed), or null while there is
+   * none: a warm sandbox is then made from it and `prepare` is not run, one exec less of the engine's
+   * time per refill beside the claims. A create from it that fails (the image was removed
+   * underneath) makes that sandbox from `spec.image` with `prepare` after all, and tells
+   * `onPreparedImageFailed`.
+   */
+  preparedImage?: () => string | null;
+  onPreparedImageFailed?: (image: string, err: unknown) => void;
+  /**
    * Records the new owner of a claimed sandbox, durably (the sandboxes row: labels are fixed when
    * a sandbox is made; Docker cannot relabel a running container). Runs before `claim` resolves;
    * when it throws, the sandbox is destroyed (it may be half-recorded) and the error reaches the
@@ -177,8 +186,16 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
     const startedAt = now();
     const name = `${prefix}-${randomBytes(6).toString("hex")}`;
     try {
-      const info = await driver.create({ ...opts.spec, name, labels: labels() });
-      if (opts.prepare && !stopped) {
+      const prepared = opts.preparedImage?.() ?? null;
+      const fromPrepared = prepared
+        ? await driver.create({ ...opts.spec, image: prepared, name, labels: labels() }).catch(async (err) => {
+            opts.onPreparedImageFailed?.(prepared, err);
+            await driver.destroy(name).catch(() => undefined);
+            return null;
+          })
+        : null;
+      const info = fromPrepared ?? (await driver.create({ ...opts.spec, name, labels: labels() }));
+      if (opts.prepare && !fromPrepared && !stopped) {
         const r = await driver.exec(info.ref, opts.prepare);
         if (r.exitCode !== 0) throw new Error(`warm-up exited ${r.exitCode}: ${(r.stderr || r.stdout).slice(-300)}`);
       }
