@@ -104,27 +104,37 @@ const fakeDriver = (clock: { t: number }) => {
 
 const spec = { image: "none", limits: { memoryMb: 256, cpus: 0.5, pids: 64 } };
 
+/** A self-sizing pool (floor 2) on `driver`, started and filled to its floor, one 500 ms create at a time. */
+const filledPool = async (
+  driver: SandboxDriver,
+  fake: ReturnType<typeof fakeDriver>,
+  clock: { t: number },
+  opts: { max: number; parallelCreates: number },
+) => {
+  const pool = createSandboxPool(driver, {
+    size: 2,
+    namespace: "sizing",
+    ownerId: "w",
+    spec,
+    sizing: { windowMs: 10_000, safety: 2, shrinkAfterMs: 60_000 },
+    now: () => clock.t,
+    ...opts,
+  });
+  await pool.start();
+  for (let i = 0; i < 2; i++) {
+    await waitFor(() => fake.waiting() === 1, { what: `warm-up create ${i + 1}`, intervalMs: 5 });
+    fake.finish(500);
+  }
+  await pool.whenFull();
+  return pool;
+};
+
 describe("a pool sizing itself from the arrival rate", () => {
   it("grows with a steady rate (up to its maximum), then shrinks back to its floor one sandbox at a time", async () => {
     const clock = { t: 0 };
     const fake = fakeDriver(clock);
-    const pool = createSandboxPool(fake.driver, {
-      size: 2,
-      max: 6,
-      namespace: "sizing",
-      ownerId: "w",
-      spec,
-      sizing: { windowMs: 10_000, safety: 2, shrinkAfterMs: 60_000 },
-      parallelCreates: 6,
-      now: () => clock.t,
-    });
-    await pool.start();
     // The floor, one create at a time, each taking 500 ms on the test's clock.
-    for (let i = 0; i < 2; i++) {
-      await waitFor(() => fake.waiting() === 1, { what: `warm-up create ${i + 1}`, intervalMs: 5 });
-      fake.finish(500);
-    }
-    await pool.whenFull();
+    const pool = await filledPool(fake.driver, fake, clock, { max: 6, parallelCreates: 6 });
     expect(fake.live.size).toBe(2);
     expect(pool.target()).toBe(2);
 
@@ -189,22 +199,7 @@ describe("a pool sizing itself from the arrival rate", () => {
         return fake.driver.create(s);
       },
     } as SandboxDriver;
-    const pool = createSandboxPool(counted, {
-      size: 2,
-      max: 8,
-      namespace: "capped",
-      ownerId: "w",
-      spec,
-      sizing: { windowMs: 10_000, safety: 2, shrinkAfterMs: 60_000 },
-      parallelCreates: 2,
-      now: () => clock.t,
-    });
-    await pool.start();
-    for (let i = 0; i < 2; i++) {
-      await waitFor(() => fake.waiting() === 1, { what: `warm-up create ${i + 1}`, intervalMs: 5 });
-      fake.finish(500);
-    }
-    await pool.whenFull();
+    const pool = await filledPool(counted, fake, clock, { max: 8, parallelCreates: 2 });
     // As in the test above: 2.8/s for 7 s takes the target to 5, with the pool empty.
     for (let i = 0; i < 20; i++) {
       await pool.claim({ taskId: `t${i}`, sandboxId: `s${i}` });
