@@ -70,7 +70,7 @@ const steadyRun = async (
       // Which starts missed (0: the first after the warm-up): early ones mean the pool still grew.
       misses: counted.flatMap((o, i) => (o.sandboxName?.startsWith("tern-pool-") ? [] : [i])),
       warmupFromPool: fromPool(all.slice(0, warmup)),
-      // Server side: the client polls only once every start is posted.
+      // Server side, beside the client time each start records.
       server: summarize(counted.map((o) => o.serverMs)),
     },
   };
@@ -173,12 +173,11 @@ const oneAtATimeRows = ({ warm, floor }: PoolRun): BenchRow[] => {
 };
 
 /**
- * The warm starts of the steady run: each claimed while the pool's refills (creates, warm-up
- * execs) ran beside it on the same engine and machine. Same targets as one at a time: refills
- * must not slow a claim (issue 23 §1). The claims are the starts the API answered READY: a start
- * that found no warm row went to the queue, and when a worker then gave it a warm sandbox its READY
- * was read only once every start was posted (the client polls after, not to load the API during
- * the run), so its client time says nothing of a claim; those are counted apart, by server time.
+ * The warm starts of the steady run: each claimed while the pool's refills (creates) ran beside
+ * it on the same engine and machine. Same targets as one at a time: refills must not slow a claim
+ * (issue 23 §1). The claims are the starts the API answered READY: a start that found no warm row
+ * went to the queue, and when a worker then gave it a warm sandbox its time is a queued start's, not
+ * a claim's; those are counted apart, by server time.
  */
 const refillingRows = ({ steady }: PoolRun): BenchRow[] => {
   const claimed = steady.hits.filter((o) => o.answeredReady);
