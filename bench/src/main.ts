@@ -4,7 +4,7 @@ import { cpus, totalmem } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { removeOwnTestNetwork, removeStaleTestNetworks, repoRoot } from "@tern/testing";
+import { removeOwnTestNetwork, removeStaleTestNetworks } from "@tern/testing";
 import { type BenchContext, createContext } from "./context.ts";
 import { renderHtml } from "./html.ts";
 import { removeBenchContainers } from "./raw-docker.ts";
@@ -20,6 +20,7 @@ import { rssRows } from "./rows/rss.ts";
 import { storageRows } from "./rows/storage.ts";
 import { streamRows } from "./rows/stream.ts";
 import { terminalRows } from "./rows/terminal.ts";
+import { buildServices } from "./services.ts";
 
 /** Sections in run order; RSS last, as it reports what the others sampled. */
 const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> | BenchRow[] }[] = [
@@ -73,8 +74,7 @@ const main = async () => {
     return;
   }
   await removeStaleTestNetworks();
-  // The API and worker run compiled, as production runs them (startService): build what changed.
-  execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "ignore" });
+  buildServices();
   const ctx = createContext(values.quick ?? false);
   const startedAt = new Date().toISOString();
   const rows: BenchRow[] = [];

@@ -1,7 +1,13 @@
+import { execFileSync } from "node:child_process";
 import { DEFAULT_API_KEY_MAX_LIFETIME_DAYS } from "@tern/core";
 import { createDb } from "@tern/db";
 import { createUserWithKey, issueApiKey } from "@tern/services";
-import { startService, tenancyLimitsOff } from "@tern/testing";
+import { repoRoot, startService, tenancyLimitsOff } from "@tern/testing";
+
+/** The API and worker run compiled, as production runs them (startService): builds what changed. */
+export const buildServices = (): void => {
+  execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: repoRoot, stdio: "ignore" });
+};
 
 /** On a shared 2-core machine under load a process may take well over the default 30 s to be ready. */
 const SLOW_START = { timeoutMs: 120_000 };

@@ -5,20 +5,16 @@
  *
  *   node --import tsx bench/src/experiments/repo-first.mts [n]
  */
-import { execFileSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { createContext } from "../context.ts";
 import { removeBenchContainers } from "../raw-docker.ts";
 import { readyEnvironment } from "../rows/ready/environment.ts";
 import { rawRepoStartOnce } from "../rows/ready/floors.ts";
 import { sequentialStarts, stageMedians } from "../rows/ready/outcomes.ts";
+import { buildServices } from "../services.ts";
 import { summarize } from "../stats.ts";
 
 const n = Number(process.argv[2] ?? 20);
-execFileSync(process.execPath, ["scripts/build.mjs"], {
-  cwd: fileURLToPath(new URL("../../../", import.meta.url)),
-  stdio: "ignore",
-});
+buildServices();
 const ctx = createContext(false);
 const env = await readyEnvironment(ctx);
 const d = await env.deployment(1, 0);

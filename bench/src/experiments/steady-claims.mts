@@ -5,19 +5,15 @@
  *
  *   node --import tsx bench/src/experiments/steady-claims.mts [perSec] [starts]
  */
-import { execFileSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { createContext } from "../context.ts";
 import { readyEnvironment } from "../rows/ready/environment.ts";
 import { removeAll } from "../rows/ready/outcomes.ts";
+import { buildServices } from "../services.ts";
 import { summarize } from "../stats.ts";
 
 const perSec = Number(process.argv[2] ?? 3.5);
 const n = Number(process.argv[3] ?? 130);
-execFileSync(process.execPath, ["scripts/build.mjs"], {
-  cwd: fileURLToPath(new URL("../../../", import.meta.url)),
-  stdio: "ignore",
-});
+buildServices();
 const ctx = createContext(false);
 const env = await readyEnvironment(ctx);
 const d = await env.deployment(1, 2, { SANDBOX_POOL_MAX: "12", ...JSON.parse(process.env.EXP_ENV ?? "{}") });
