@@ -19,6 +19,8 @@ interface SteadyRun {
   perSec: number;
   /** The starts the pool served, after the warm-up: each claimed while refills ran beside it. */
   hits: StartOutcome[];
+  /** Those of `hits` the API claimed itself (answered READY); the rest a worker served after the queue. */
+  claims: StartOutcome[];
   /** Percent of the measured starts (after the warm-up) the pool served. */
   hitRate: number;
   detail: Record<string, unknown>;
@@ -55,10 +57,12 @@ const steadyRun = async (
   await removeAll(ctx, d, all);
   const counted = all.slice(warmup);
   const hitRate = (100 * fromPool(counted)) / counted.length;
+  const hits = counted.filter((o) => o.sandboxName?.startsWith("tern-pool-"));
   return {
     perSec,
     hitRate,
-    hits: counted.filter((o) => o.sandboxName?.startsWith("tern-pool-")),
+    hits,
+    claims: hits.filter((o) => o.answeredReady),
     detail: {
       perSec,
       ...rates,
@@ -180,9 +184,8 @@ const oneAtATimeRows = ({ warm, floor }: PoolRun): BenchRow[] => {
  * a claim's; those are counted apart, by server time.
  */
 const refillingRows = ({ steady }: PoolRun): BenchRow[] => {
-  const claimed = steady.hits.filter((o) => o.answeredReady);
   const queued = steady.hits.filter((o) => !o.answeredReady);
-  const s = summarize(claimed.map((o) => o.clientMs));
+  const s = summarize(steady.claims.map((o) => o.clientMs));
   return (["p50", "p99"] as const).map((p) =>
     row({
       id: `ready.pool.refilling.${p}`,
@@ -195,7 +198,7 @@ const refillingRows = ({ steady }: PoolRun): BenchRow[] => {
           ? {
               client: s,
               starts: steady.hits.length,
-              answeredReady: claimed.length,
+              answeredReady: steady.claims.length,
               queuedThenWarm: { starts: queued.length, server: summarize(queued.map((o) => o.serverMs)) },
               perSec: steady.perSec,
             }
@@ -277,9 +280,9 @@ export const poolRows = async (
   ctx.progress(
     `pool start to READY: p50 ${warmS.p50.toFixed(1)} ms (${fromPool(warm)}/${warm.length} from the pool, ${warm.filter((o) => o.answeredReady).length} READY in the POST's answer); stages ${JSON.stringify(stageMedians(warm))}`,
   );
-  const refillS = summarize(steady.hits.filter((o) => o.answeredReady).map((o) => o.clientMs));
+  const refillS = summarize(steady.claims.map((o) => o.clientMs));
   ctx.progress(
-    `pool start with refills running: p50 ${refillS.p50.toFixed(1)} ms, p99 ${refillS.p99.toFixed(1)} ms (${steady.hits.filter((o) => o.answeredReady).length} of ${steady.hits.length} hits answered READY by the API); burst of ${POOL_SIZE}: ${hitRate(run.sizeBurstRun).toFixed(0)} % from the pool`,
+    `pool start with refills running: p50 ${refillS.p50.toFixed(1)} ms, p99 ${refillS.p99.toFixed(1)} ms (${steady.claims.length} of ${steady.hits.length} hits answered READY by the API); burst of ${POOL_SIZE}: ${hitRate(run.sizeBurstRun).toFixed(0)} % from the pool`,
   );
   const burstS = summarize(burstRun.map((o) => o.clientMs));
   ctx.progress(
