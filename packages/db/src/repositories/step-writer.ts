@@ -38,7 +38,10 @@ const MAX_GROUP_EVENTS = 4_096;
  * bench, same machine: 64 runs 25-45k events/s (five runs) against 28k (two); 8 runs 13-17k either way.
  */
 const MAX_IN_FLIGHT = 2;
-/** Writes waiting below which they go as one group even when a second could go beside it. */
+/**
+ * Writes waiting per group free to go, below which they go as one group even when a second could go
+ * beside it (with two free: fewer than 32 waiting stay one group).
+ */
 const MIN_SPLIT_WRITES = 16;
 
 interface Pending {
