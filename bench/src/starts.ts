@@ -53,8 +53,9 @@ export const startDeployment = async (opts: {
   }
   const { key } = await createKey(opts.databaseUrl, { admin: true });
   const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
-  const db = new pg.Client({ connectionString: opts.databaseUrl, options: "-c TimeZone=UTC" });
-  await db.connect();
+  // A pool: removeAll's sandboxes each wait on their snapshot row at once, and one client would
+  // queue their queries (deprecated in pg, and a removal would wait behind another's poll).
+  const db = new pg.Pool({ connectionString: opts.databaseUrl, options: "-c TimeZone=UTC", max: 4 });
 
   /**
    * Follows one start on its stage stream (GET …/start-tasks/{id}/stream: a frame as each stage commits,
