@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { adminDatabaseUrl, ensureTemplateDatabase } from "@tern/testing";
+import { adminDatabaseUrl, ensureTemplateDatabase, withoutEventsIndexes } from "@tern/testing";
 import pg from "pg";
 import { copyEvents, EVENT_DATA_VERSION, eventLines, insertConversations } from "./event-data.ts";
 
@@ -71,7 +71,7 @@ const describe = async (url: string, name: string, built: boolean, loadMs: numbe
  * The events search dataset, built once per migration set and size and kept between runs: it is
  * built under a temporary name and renamed when complete, so an interrupted load is never reused.
  * The events table's indexes and constraints are dropped for the load and recreated from their
- * own definitions afterwards (the schema stays exactly what the migrations made).
+ * own definitions afterwards (`withoutEventsIndexes`: the schema stays exactly what the migrations made).
  */
 export const ensureEventsDataset = async (size: DatasetSize, progress: (m: string) => void): Promise<EventsDataset> => {
   const template = await ensureTemplateDatabase();
@@ -100,30 +100,20 @@ export const ensureEventsDataset = async (size: DatasetSize, progress: (m: strin
     const others = Array.from({ length: size.otherConversations }, () => randomUUID());
     await insertConversations(c, owner, [big, ...others], (i) => (i === 0 ? size.bigSize : size.perOther));
 
-    const constraints = await c.query<{ conname: string; def: string }>(
-      "select conname, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'events'::regclass",
-    );
-    const indexes = await c.query<{ indexname: string; indexdef: string }>(
-      "select indexname, indexdef from pg_indexes where tablename = 'events' and indexname <> all($1)",
-      [constraints.rows.map((r) => r.conname)],
-    );
-    for (const i of indexes.rows) await c.query(`drop index ${i.indexname}`);
-    for (const k of constraints.rows) await c.query(`alter table events drop constraint ${k.conname}`);
-
     function* all(): Generator<string> {
       yield* eventLines(big, 1, size.bigSize);
       for (const id of others) yield* eventLines(id, 1, size.perOther);
     }
     const tCopy = performance.now();
-    await copyEvents(c, all());
-    progress(`COPY of ${total.toLocaleString()} events: ${((performance.now() - tCopy) / 1000).toFixed(1)} s`);
-
-    const tIdx = performance.now();
-    for (const k of constraints.rows) await c.query(`alter table events add constraint ${k.conname} ${k.def}`);
-    for (const i of indexes.rows) await c.query(i.indexdef);
+    let copied = 0;
+    await withoutEventsIndexes(c, async () => {
+      await copyEvents(c, all());
+      copied = performance.now();
+      progress(`COPY of ${total.toLocaleString()} events: ${((copied - tCopy) / 1000).toFixed(1)} s`);
+    });
     await c.query("vacuum analyze events");
     await c.query("analyze conversations");
-    progress(`indexes and constraints rebuilt: ${((performance.now() - tIdx) / 1000).toFixed(1)} s`);
+    progress(`indexes and constraints rebuilt: ${((performance.now() - copied) / 1000).toFixed(1)} s`);
 
     await c.query("create table bench_dataset (owner uuid, big uuid, big_size bigint, total bigint)");
     await c.query("insert into bench_dataset values ($1, $2, $3, $4)", [owner, big, size.bigSize, total]);

