@@ -19,8 +19,13 @@ const janitorLockKey = (prefix: string, engineId: string | null): string =>
 /** Each sweep's beginning and end is published here ({ phase, runId, workerId }), for watchers. */
 export const janitorEventsChannel = (prefix: string): string => `${prefix}:janitor:events`;
 
-/** How long a sweep holds the lock without a renewal: a worker killed mid-sweep frees it after this. */
-const RUNNING_LOCK_TTL_MS = 30_000;
+/**
+ * How long a sweep holds the lock without a renewal: a worker killed mid-sweep frees it after this.
+ * One interval, as the schedule would space the next sweep anyway (a worker killed mid-sweep must not
+ * hold the janitor off longer than that), within 5 s (renewed every third of it, with room for a
+ * loaded event loop) and 30 s.
+ */
+const runningLockTtlMs = (intervalMs: number): number => Math.min(30_000, Math.max(5_000, intervalMs));
 
 // Compare-and-set: only the holder of the lock renews, shortens or drops it.
 const EXTEND_IF_OURS = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`;
@@ -51,6 +56,7 @@ export interface JanitorSchedule {
 export const startJanitorSchedule = <R>(opts: JanitorScheduleOptions<R>): JanitorSchedule => {
   const { redis, prefix, workerId, logger } = opts;
   const key = janitorLockKey(prefix, opts.engineId ?? null);
+  const runningTtlMs = runningLockTtlMs(opts.intervalMs);
   let running: Promise<boolean> | null = null;
   let stopped = false;
 
@@ -61,12 +67,12 @@ export const startJanitorSchedule = <R>(opts: JanitorScheduleOptions<R>): Janito
 
   const sweepUnderLock = async (): Promise<boolean> => {
     const token = `${workerId}:${randomBytes(8).toString("hex")}`;
-    const took = await redis.set(key, token, "PX", RUNNING_LOCK_TTL_MS, "NX");
+    const took = await redis.set(key, token, "PX", runningTtlMs, "NX");
     if (took !== "OK") return false;
     const began = Date.now();
     const renew = setInterval(() => {
-      redis.eval(EXTEND_IF_OURS, 1, key, token, RUNNING_LOCK_TTL_MS).catch(() => undefined);
-    }, RUNNING_LOCK_TTL_MS / 3);
+      redis.eval(EXTEND_IF_OURS, 1, key, token, runningTtlMs).catch(() => undefined);
+    }, runningTtlMs / 3);
     await publish("begin", token);
     let ok = false;
     try {

@@ -244,7 +244,13 @@ describe("a worker killed while it makes the sandbox", () => {
     for (let attempt = 0; attempt < 3 && !info; attempt++) {
       // Accepted with no worker alive: the job waits, so the doomed worker is the one that takes it.
       const candidate = await started(user.key);
-      const doomed = await h.startWorker({ WORKER_ID: `doomed-${attempt}`, SANDBOX_POOL_SIZE: "0" });
+      // Its janitor's lock, left to lapse one interval after its first sweep began, must not hold
+      // the survivor's sweeps off for the default 30 s.
+      const doomed = await h.startWorker({
+        WORKER_ID: `doomed-${attempt}`,
+        SANDBOX_POOL_SIZE: "0",
+        JANITOR_INTERVAL_MS: "1000",
+      });
       await waitFor(async () => (await containersOf(candidate.id)).length > 0, {
         what: "the doomed worker to make the container",
         timeoutMs: 60_000,
@@ -253,7 +259,11 @@ describe("a worker killed while it makes the sandbox", () => {
       await doomed.kill();
       if ((await taskOf(candidate.id))?.status !== "READY") info = candidate;
       else {
-        const cleanup = await h.startWorker({ WORKER_ID: `cleanup-${attempt}`, SANDBOX_POOL_SIZE: "0" });
+        const cleanup = await h.startWorker({
+          WORKER_ID: `cleanup-${attempt}`,
+          SANDBOX_POOL_SIZE: "0",
+          JANITOR_INTERVAL_MS: "1000",
+        });
         await call(`/api/v1/sandboxes/${candidate.id}`, { method: "DELETE", headers: withKey(user.key) });
         await cleanup.stop();
       }
