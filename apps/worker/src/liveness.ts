@@ -21,7 +21,7 @@ export const isWorkerAlive = async (redis: Redis, prefix: string, workerId: stri
  * anew after Redis lost its data (a FLUSHDB, a failover to an empty replica, a restart without
  * persistence). What was written to Redis before it (jobs, liveness keys) may be gone.
  */
-const redisKeptSinceKey = (prefix: string): string => `${prefix}:kept-since`;
+export const redisKeptSinceKey = (prefix: string): string => `${prefix}:kept-since`;
 
 export const redisKeptSince = async (redis: Redis, prefix: string): Promise<number> => {
   const key = redisKeptSinceKey(prefix);

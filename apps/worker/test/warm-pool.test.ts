@@ -2,7 +2,7 @@ import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { PoolOwnerLabel, SandboxLabel } from "@tern/sandbox";
 import { scaled, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { workerAliveKey } from "../src/liveness.ts";
+import { ALIVE_TTL_MS, redisKeptSinceKey, workerAliveKey } from "../src/liveness.ts";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
 
 let h: StartHarness;
@@ -43,7 +43,8 @@ const containerOfTask = async (taskId: string): Promise<string> => {
 describe("warm sandbox pool in the worker", () => {
   it("starts take warm containers, one each, recorded for their task; the pool refills; shutdown removes only the unclaimed", async () => {
     const { userId } = await h.newUser();
-    const worker = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w1" });
+    // A short janitor interval, so the lock its sweep at start leaves lapses before the next test's.
+    const worker = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w1", JANITOR_INTERVAL_MS: "2000" });
     await waitFor(() => warmReady("pool-w1", 2), { what: "two warm containers", intervalMs: 100 });
     const warm = new Set((await poolOf("pool-w1")).map(nameOf));
 
@@ -77,7 +78,9 @@ describe("warm sandbox pool in the worker", () => {
     timeout: scaled(180_000),
   }, async () => {
     const { userId } = await h.newUser();
-    const crashing = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w2" });
+    // Its janitor's lock lapses one interval after its sweep at start began (or, killed mid-sweep, one
+    // interval after it): 2 s, not the default 30 s the janitor below would wait out.
+    const crashing = await h.startWorker({ SANDBOX_POOL_SIZE: "2", WORKER_ID: "pool-w2", JANITOR_INTERVAL_MS: "2000" });
     await waitFor(() => warmReady("pool-w2", 2), { what: "two warm containers", intervalMs: 100 });
     const task = await h.enqueueDirect(userId, { title: "claimed" });
     expect((await h.waitForTask(task)).task.status).toBe("READY");
@@ -87,8 +90,11 @@ describe("warm sandbox pool in the worker", () => {
     await crashing.kill();
     // Nothing handed back: the warm containers are still there.
     expect(await poolOf("pool-w2")).toHaveLength(3);
-    // Its liveness key would expire within its TTL; drop it now instead of waiting for it.
+    // Its liveness key would expire within its TTL; drop it now instead of waiting for it. And this
+    // deployment's Redis has kept its keys for a whole TTL (a missing key proves a worker gone only
+    // then): dated back, as a deployment older than the test's few seconds would be.
     await h.redis.del(workerAliveKey(h.prefix, "pool-w2"));
+    await h.redis.set(redisKeptSinceKey(h.prefix), String(Date.now() - ALIVE_TTL_MS));
 
     // The janitor gives a warm container of a worker that is gone a grace period from its creation
     // (POOL_ORPHAN_GRACE_MS: 60 s by default, 5 s here so the test does not wait out a minute).
