@@ -53,4 +53,6 @@ export interface ApiDeps {
   workerDirectory?: () => Promise<WorkerEndpoint[]>;
   /** How many workers are alive, for the services; createApp derives it from `workerDirectory`. */
   workersAlive?: () => Promise<number>;
+  /** Told when a start accepted while no worker is alive has committed (main.ts: the worker presence looks). */
+  onStartWaiting?: () => void;
 }

@@ -84,6 +84,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
   shutdown.register("worker presence", presence.stop);
   const app = createApp({
     workerDirectory: presence.workers,
+    onStartWaiting: presence.lookNow,
     config: { ...config, publicUrl, cursorSecret },
     db,
     redis,

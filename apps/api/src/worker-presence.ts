@@ -11,14 +11,16 @@ const LOG_EVERY_MS = 60_000;
 export interface WorkerPresence {
   /** The workers alive now, as they advertise themselves in Redis (the worker directory). */
   workers: () => Promise<WorkerEndpoint[]>;
+  /** Looks now (after the look under way, if any): a start was just accepted with no worker alive. */
+  lookNow: () => void;
   stop: () => void;
 }
 
 /**
  * Whether any worker is alive to take the starts this API accepts. A start is accepted all the
  * same while none is (a worker may be on its way), but never silently: its task says it waits
- * (`detail`), `tern_workers_alive` and `tern_starts_waiting_for_worker` say so, and a log line
- * repeats it every minute until a worker arrives.
+ * (`detail`), `tern_workers_alive` and `tern_starts_waiting_for_worker` say so as soon as it is
+ * accepted (`lookNow`), and a log line repeats it every minute until a worker arrives.
  */
 export const startWorkerPresence = (deps: {
   db: Kysely<Database>;
@@ -47,9 +49,35 @@ export const startWorkerPresence = (deps: {
       deps.logger.info({ alive }, "a worker is alive again: the waiting starts are taken");
     }
   };
-  const run = () => look().catch((err) => deps.logger.warn({ err }, "looking for live workers failed"));
-  void run();
+  // One look at a time; a look asked for while one runs follows it once, however often it was asked.
+  let running: Promise<void> | null = null;
+  let again = false;
+  let stopped = false;
+  const run = (): void => {
+    if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = look()
+      .catch((err) => deps.logger.warn({ err }, "looking for live workers failed"))
+      .finally(() => {
+        running = null;
+        if (again) {
+          again = false;
+          run();
+        }
+      });
+  };
+  run();
   const timer = setInterval(run, LOOK_EVERY_MS);
   timer.unref();
-  return { workers, stop: () => clearInterval(timer) };
+  return {
+    workers,
+    lookNow: run,
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
 };

@@ -38,6 +38,11 @@ export interface ServiceDeps {
    * is says so on its task (`detail`). Absent (a test, the bench): not asked.
    */
   workersAlive?: () => Promise<number>;
+  /**
+   * Told once a start accepted while no worker is alive has committed (the API's worker presence
+   * then counts it and logs it at once, not at its next look).
+   */
+  onStartWaiting?: () => void;
 }
 
 /** Per-user and per-conversation bounds (issue 11); 0 turns one off. */

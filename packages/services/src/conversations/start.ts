@@ -61,7 +61,16 @@ export const resolveStartRequest = async (
 export const startConversation = async (
   deps: Pick<
     ServiceDeps,
-    "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits" | "secretBox" | "llmModels" | "workersAlive"
+    | "db"
+    | "queues"
+    | "redis"
+    | "logger"
+    | "queueTimeoutMs"
+    | "limits"
+    | "secretBox"
+    | "llmModels"
+    | "workersAlive"
+    | "onStartWaiting"
   > &
     WarmStartDeps,
   userId: string,
@@ -129,6 +138,7 @@ export const startConversation = async (
     return { task, outboxId: null };
   });
   if (outcome.outboxId) void relayClaimedRun(deps, outcome.outboxId);
+  if (outcome.task.detail === WAITING_FOR_WORKER) deps.onStartWaiting?.();
   return outcome.task;
 };
 
