@@ -50,8 +50,7 @@ describe("a start accepted while no worker is alive", () => {
     expect(stored).toMatchObject({ status: "WORKING", detail: "waiting for a worker" });
 
     // The API looks as soon as it accepts the start (and every 15 s): it counts it, and logs it
-    // (then every minute while it waits).
-    // Within 10 s: sooner than the periodic look, so only the look on acceptance passes.
+    // (then every minute while it waits). Within 10 s, so only the look on acceptance passes.
     await waitFor(() => api.output().includes("wait for a worker, and none is alive"), {
       what: "the API's log line about the waiting start",
       timeoutMs: 10_000,
