@@ -26,8 +26,10 @@ export const sequentialStarts = async (
   return { outcomes, floor };
 };
 
-export const fromPool = (outcomes: StartOutcome[]): number =>
-  outcomes.filter((o) => o.sandboxName?.startsWith("tern-pool-")).length;
+/** Whether a start was served by a warm pool sandbox (the pool's name prefix). */
+export const isFromPool = (o: StartOutcome): boolean => o.sandboxName?.startsWith("tern-pool-") ?? false;
+
+export const fromPool = (outcomes: StartOutcome[]): number => outcomes.filter(isFromPool).length;
 
 /** Share of starts the warm pool served, in percent. */
 export const hitRate = (outcomes: StartOutcome[]): number => (100 * fromPool(outcomes)) / outcomes.length;

@@ -4,7 +4,7 @@ import type { Deployment, StartOutcome } from "../../starts.ts";
 import { type LatencySummary, summarize } from "../../stats.ts";
 import type { ReadyEnvironment } from "./environment.ts";
 import { rawThroughput } from "./floors.ts";
-import { fromPool, hitRate, removeAll, sequentialStarts, stageMedians } from "./outcomes.ts";
+import { fromPool, hitRate, isFromPool, removeAll, sequentialStarts, stageMedians } from "./outcomes.ts";
 
 /** Between two starts from the pool: time for it to refill (create + start + warm-up exec, on a loaded engine). */
 const POOL_PACE_MS = 1_200;
@@ -56,11 +56,11 @@ const steadyRun = async (
   const all = await d.paced(warmup + measured, intervalMs, (i) => ({ title: `steady ${i}` }));
   await removeAll(ctx, d, all);
   const counted = all.slice(warmup);
-  const hitRate = (100 * fromPool(counted)) / counted.length;
-  const hits = counted.filter((o) => o.sandboxName?.startsWith("tern-pool-"));
+  const hits = counted.filter(isFromPool);
+  const rate = hitRate(counted);
   return {
     perSec,
-    hitRate,
+    hitRate: rate,
     hits,
     claims: hits.filter((o) => o.answeredReady),
     detail: {
@@ -69,10 +69,10 @@ const steadyRun = async (
       intervalMs,
       warmupStarts: warmup,
       starts: counted.length,
-      fromPool: fromPool(counted),
-      hitRate,
+      fromPool: hits.length,
+      hitRate: rate,
       // Which starts missed (0: the first after the warm-up): early ones mean the pool still grew.
-      misses: counted.flatMap((o, i) => (o.sandboxName?.startsWith("tern-pool-") ? [] : [i])),
+      misses: counted.flatMap((o, i) => (isFromPool(o) ? [] : [i])),
       warmupFromPool: fromPool(all.slice(0, warmup)),
       // Server side, beside the client time each start records.
       server: summarize(counted.map((o) => o.serverMs)),
