@@ -2,7 +2,7 @@ import { createLogger } from "@tern/core";
 import { createRedis } from "@tern/queue";
 import { createRedisPrefix, deleteRedisPrefix, testRedisUrl, waitFor } from "@tern/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { startJanitorSchedule } from "./janitor-schedule.ts";
+import { janitorLockKey, startJanitorSchedule } from "./janitor-schedule.ts";
 
 const redis = createRedis(testRedisUrl(), "worker");
 const prefixes: string[] = [];
@@ -33,7 +33,7 @@ const runningLockTtl = async (intervalMs: number): Promise<number> => {
   });
   try {
     const sweep = schedule.tick();
-    const key = `${prefix}:janitor:lock`;
+    const key = janitorLockKey(prefix, null);
     const ttl = await waitFor(
       async () => {
         const left = await redis.pttl(key);

@@ -14,7 +14,7 @@ import type { Redis } from "ioredis";
  * interval, however many there are.
  */
 /** One lock per engine: each engine's janitor sweeps its own containers (a driver with no engine: one lock). */
-const janitorLockKey = (prefix: string, engineId: string | null): string =>
+export const janitorLockKey = (prefix: string, engineId: string | null): string =>
   `${prefix}:janitor:lock${engineId ? `@${engineId}` : ""}`;
 /** Each sweep's beginning and end is published here ({ phase, runId, workerId }), for watchers. */
 export const janitorEventsChannel = (prefix: string): string => `${prefix}:janitor:events`;
