@@ -138,7 +138,7 @@ export const startConversation = async (
     return { task, outboxId: null };
   });
   if (outcome.outboxId) void relayClaimedRun(deps, outcome.outboxId);
-  if (outcome.task.detail === WAITING_FOR_WORKER) deps.onStartWaiting?.();
+  if (noWorker) deps.onStartWaiting?.();
   return outcome.task;
 };
 
