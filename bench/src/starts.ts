@@ -23,7 +23,7 @@ export interface StartOutcome {
   stageDurations: Record<string, number>;
   /** The sandbox it ran in (a `tern-pool-` name when the warm pool served it). */
   sandboxName: string | null;
-  /** The POST's answer was READY (the API claimed a warm row, issue 23 §1): no stream followed. */
+  /** The POST's answer was READY (the API claimed a warm row): no stream followed. */
   answeredReady: boolean;
 }
 
@@ -100,7 +100,7 @@ export const startDeployment = async (opts: {
 
   /**
    * One start posted; `ready` is the moment the client read READY: the answer itself when it said so
-   * (a warm claim, issue 23 §1), else the READY frame of the stage stream it follows from then on.
+   * (a warm claim), else the READY frame of the stage stream it follows from then on.
    */
   const post = async (body: StartRequest, timeoutMs: number): Promise<Posted> => {
     const t0 = performance.now();
@@ -206,7 +206,7 @@ export const startDeployment = async (opts: {
           const containers = (
             await sandboxes.list({ [SandboxLabel.Namespace]: opts.prefix, [SandboxLabel.Pool]: "1" })
           ).filter((c) => c.state === "running" && Date.now() - Date.parse(c.createdAt) >= settledMs).length;
-          // What a start can claim: the pools' unclaimed rows (issue 23 §1), not only running containers.
+          // What a start can claim: the pools' unclaimed rows, not only running containers.
           const rows = await db.query<{ n: number }>(
             "select count(*)::int as n from warm_sandboxes where claimed_at is null",
           );

@@ -6,7 +6,7 @@ import { repoRoot, scaled } from "@tern/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import type { BenchResult } from "../src/report.ts";
 
-/** Every row `pnpm bench` promises (issue 6), by id. */
+/** Every row `pnpm bench` promises, by id. */
 const EXPECTED_ROWS = [
   "ready.pool.p50",
   "ready.pool.p95",
@@ -100,7 +100,7 @@ const runQuick = (out: string, deadlineMs: number) =>
   });
 
 describe("pnpm bench --quick", () => {
-  // 480 s: the storage section's raw starts on two engines (issue 18) added most of a minute.
+  // 480 s: the storage section's raw starts on two engines added most of a minute.
   it("runs every row small, prints the table and writes the results JSON", { timeout: TIMEOUT_MS }, async () => {
     // A directory of this attempt's own: a retry must not find an earlier attempt's results.
     const out = await mkdtemp(join(tmpdir(), "tern-bench-"));

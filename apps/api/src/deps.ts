@@ -15,7 +15,7 @@ import type { StreamHub } from "./routes/streams/event-pump.ts";
 export interface ApiDeps {
   config: ApiConfig & { publicUrl: string; cursorSecret: string };
   /**
-   * The spec a start without a repository claims a warm row of (issue 23 §1); createApp fills it
+   * The spec a start without a repository claims a warm row of; createApp fills it
    * with SANDBOX_IMAGE.
    */
   warmSpec?: string;

@@ -8,7 +8,7 @@ import { agentConversationRoutes } from "../src/routes/agent-server/conversation
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
- * The agent server's /api/conversations and its events (issue 21), on a real sandbox, a real worker
+ * The agent server's /api/conversations and its events, on a real sandbox, a real worker
  * and the scripted LLM. The worker has NO LLM of its own: a conversation runs only on the LLM its
  * client names. The group is mounted under a test middleware that sets `agentSandbox` for the
  * sandbox of the URL (the real mount, with its auth, is another helper's).

@@ -14,7 +14,7 @@ import { checkResponse } from "./agent-server-contract.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
- * The agent server's /api/bash, /api/file and /api/git (issue 21), end to end: these routes in this
+ * The agent server's /api/bash, /api/file and /api/git, end to end: these routes in this
  * process, a real worker process (the API reaches the sandbox only through it) and real sandboxes.
  * They are mounted under a stand-in of the agent-server mount (which resolves the sandbox and its
  * caller), with the API's rate limiter after it, as the real mount has it.

@@ -9,7 +9,7 @@ import { budgetOf, createRateLimiter } from "../src/middleware/rate-limit.ts";
 import { type StreamTestApi, startStreamTestApi } from "./stream-harness.ts";
 
 /**
- * The agent-server mount (/agent/{sandbox_id}, issue 21): who may call it, what its health routes
+ * The agent-server mount (/agent/{sandbox_id}): who may call it, what its health routes
  * answer, where records point to it, and its event socket.
  */
 let t: StreamTestApi;

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StreamTestApi, startStreamTestApi } from "./stream-harness.ts";
 
 /**
- * Confirmation mode end to end (issue 20): the real API, a real worker process on the same
+ * Confirmation mode end to end: the real API, a real worker process on the same
  * database and Redis prefix, real sandboxes and the scripted LLM (keyed per conversation, so each
  * test's script is its own). What a call did is read from the sandbox itself: a command appends a
  * line to a file, so "ran exactly once" is a count of lines.

@@ -10,7 +10,7 @@ import { createApp } from "../src/app.ts";
 import { createKeyCache, type KeyCache } from "../src/middleware/key-cache.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
-// The bound: a key revoked on one replica is refused by every other within this.
+// The bound we hold to: a key revoked on one replica is refused by every other within this.
 const INVALIDATION_BOUND_MS = 100;
 const TTL_MS = 60_000;
 

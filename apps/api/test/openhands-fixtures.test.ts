@@ -63,7 +63,7 @@ const KNOWN_GAPS: Record<string, string> = {
     ].map((k) => [`${k}.parent_id: missing`, "no conversation tree: one line of events"]),
   ),
   // Optional fields of the SDK's ActionEvent that our agent never fills (no reasoning models' blocks,
-  // no critic): left out rather than sent as null. (security_risk and summary it fills: issue 20.)
+  // no critic): left out rather than sent as null. (security_risk and summary it fills, for confirmation mode.)
   ...Object.fromEntries(
     ["reasoning_content", "thinking_blocks", "responses_reasoning_item", "critic_result"].map((f) => [
       `ActionEvent.${f}: missing`,
@@ -82,7 +82,7 @@ const KNOWN_GAPS: Record<string, string> = {
     ].map((f) => [`${f}: missing`, "optional in openhands-sdk; our agent does not produce it"]),
   ),
   // (AgentErrorEvent.tool_name and tool_call_id, required by openhands-sdk, are sent empty for a
-  // run's own error since issue 21: no allowance.)
+  // run's own error: no allowance.)
 };
 
 const { differences, fieldDifferences } = modelMatcher(fixture.models);

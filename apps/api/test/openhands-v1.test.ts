@@ -776,7 +776,7 @@ describe("image blocks reach an Anthropic model too", () => {
     expect(user?.content).toEqual([
       { type: "text", text: expect.stringContaining("Compare them.") },
       { type: "image", source: { type: "base64", media_type: "image/png", data: png } },
-      // The latest user turn is a prompt-cache breakpoint (issue 19): its last block carries it.
+      // The latest user turn is a prompt-cache breakpoint: its last block carries it.
       {
         type: "image",
         source: { type: "url", url: "https://images.example.test/b.png" },

@@ -15,7 +15,7 @@ import { createApp } from "../src/app.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
- * Secrets (issue 12): sealed at rest, write-only, scoped to their user, and never in a response, a
+ * Secrets: sealed at rest, write-only, scoped to their user, and never in a response, a
  * log line, an error detail, a stored request or a queued job. A canary value is grepped for in all.
  */
 let api: TestApi;

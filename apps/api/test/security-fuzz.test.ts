@@ -172,7 +172,7 @@ const VALID_BODIES: Record<string, unknown> = {
 };
 
 /**
- * Operations only a sandbox's own session key may call (issue 21), never an API key: no key of the
+ * Operations only a sandbox's own session key may call, never an API key: no key of the
  * fuzz opens them, and apps/worker/test/sandbox-start.test.ts reaches them with a live sandbox's.
  */
 const SANDBOX_KEY_ONLY = new Set([

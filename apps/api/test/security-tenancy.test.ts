@@ -220,7 +220,7 @@ const SHARED_IDS: Record<string, string> = {
 };
 
 /**
- * Operations only a sandbox's own session key opens (issue 21): every API key, Alice's included,
+ * Operations only a sandbox's own session key opens: every API key, Alice's included,
  * gets 401 before any id is looked up, so Bob's answer cannot tell her ids from unknown ones.
  * apps/worker/test/sandbox-start.test.ts proves another sandbox's key is refused (401) too.
  */

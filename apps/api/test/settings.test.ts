@@ -3,7 +3,7 @@ import { llmKeyContext, userLlmForRun } from "@tern/services";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
-/** Per-user LLM settings (issue 12) and the operator's allow-list of models (issue 11). */
+/** Per-user LLM settings and the operator's allow-list of models. */
 let api: TestApi;
 beforeAll(async () => {
   api = await startTestApi({ env: { LLM_PROVIDER: "openai", LLM_MODELS: "gpt-4o,openai/gpt-4o-mini" } });

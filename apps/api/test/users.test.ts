@@ -8,7 +8,7 @@ import { createApp } from "../src/app.ts";
 import { ADMIN_COOKIE } from "../src/middleware/auth.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
-/** Users (issue 12) and the sessions and secrets of the deployment (issue 11, item 6). */
+/** Users, and the sessions and secrets of the deployment. */
 let api: TestApi;
 beforeAll(async () => {
   api = await startTestApi({ env: { API_KEY_MAX_LIFETIME_DAYS: "30" } });

@@ -90,7 +90,7 @@ const workerConfigSchema = z.object({
   /** Largest repository tree (bytes, as a tar) a clone may hand to its sandbox. */
   GIT_CLONE_MAX_MB: z.coerce.number().int().min(1).max(1_048_576).default(4096),
   /**
-   * Repository snapshots (issue 23 §2): after a start's setup script succeeds, its sandbox is kept as
+   * Repository snapshots: after a start's setup script succeeds, its sandbox is kept as
    * an image, and the same user's next start of the same repository, branch, commit, setup script
    * and sandbox image begins from it (no clone, no setup script). Off: every start clones.
    */

@@ -125,7 +125,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
       });
     },
     isClaimed: async (info) => (await sandboxesRepository(db).findByName(info.name)) !== null,
-    // Rows the API claims in a start's own transaction (issue 23 §1); their health renewed this often.
+    // Rows the API claims in a start's own transaction; their health renewed this often.
     store: warmPoolStore({
       db,
       ownerId: workerId,

@@ -4,7 +4,7 @@ import { type GitServer, scaled, startGitServer, testSecretBox } from "@tern/tes
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness } from "./start-harness.ts";
 
-// Issue 12: each user clones with their own token. The git server here answers a token only for the
+// Each user clones with their own token. The git server here answers a token only for the
 // repositories it was given (404 for the others, as GitHub does), and the deployment's GIT_TOKEN,
 // which reads everything, is not shared (GIT_TOKEN_SHARED unset).
 

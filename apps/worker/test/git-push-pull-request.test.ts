@@ -17,7 +17,7 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
 
-// Issue 12, push and pull requests from outside the sandbox: a scripted model edits a file, commits
+// Push and pull requests from outside the sandbox: a scripted model edits a file, commits
 // on a branch, calls git_push and create_pull_request. The worker takes the commits out of the
 // sandbox (a bundle), pushes them with the user's token to the test git server (receive-pack on),
 // and opens the pull request on a scripted GitHub API that records the call.

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, recordingClient, type StartHarness } from "./start-harness.ts";
 
 /**
- * MCP settings end to end through real API and worker processes (issue 20 §2): mcp_config is set
+ * MCP settings end to end through real API and worker processes: mcp_config is set
  * and read back masked over the API, the worker's run calls the user's remote MCP server with the
  * header values it names (a user secret, and a literal value), and neither value appears in an
  * event, a log line, a stored row, or what the LLM is sent, even when the server echoes them back.

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFixture, createAgentFixture } from "./agent-fixture.ts";
 
 /**
- * Condensed memory across a crash (issue 19): a worker killed in the middle of a long run, after
+ * Condensed memory across a crash: a worker killed in the middle of a long run, after
  * several condensations, is replaced by another that sends the model the very same history, and
  * summarizes nothing again.
  */

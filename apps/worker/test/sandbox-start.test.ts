@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
 
 /**
- * A sandbox without a conversation (issue 21: POST /api/v1/sandboxes, which OpenHands'
+ * A sandbox without a conversation (POST /api/v1/sandboxes, which OpenHands'
  * `OpenHandsCloudWorkspace` calls first), end to end: the API and real worker processes, real
  * containers. Made STARTING, RUNNING once a worker made it (a warm one when it has one), with its own
  * session key for its agent server and its settings; counted against the quotas; removed by DELETE,

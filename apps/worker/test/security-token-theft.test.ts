@@ -7,7 +7,7 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
 
-// Issue 11, the token-theft scenario, with the git token as the canary. A hostile repository's
+// The token-theft scenario, with the git token as the canary. A hostile repository's
 // setup.sh leaves a process that watches every process's environment (and the files it can read)
 // for a credential and sends what it finds to a listener on the host; then it breaks .git/hooks.
 // Its first run hangs until the test kills the worker, so another worker takes the start over
@@ -143,7 +143,7 @@ echo planted`,
   return canary;
 };
 
-describe("the git token never reaches a sandbox (issue 11, token theft)", () => {
+describe("the git token never reaches a sandbox (token theft)", () => {
   it("a start taken over after the repository's code ran gives its watcher nothing, and fails as the repository's fault", async () => {
     const { userId } = await h.newUser();
     const a = await h.startWorker({ WORKER_ID: "theft-a" });

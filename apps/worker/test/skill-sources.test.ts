@@ -4,7 +4,7 @@ import { type ScriptedLlmServer, startLlmServer, waitFor } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness } from "./start-harness.ts";
 
-// Issue 19, skills from every place OpenHands reads them: a repository on the test git server with
+// Skills from every place OpenHands reads them: a repository on the test git server with
 // each source, started through the real pipeline (worker process, sandbox) and run against the
 // scripted LLM. What the model is sent decides where each skill went: always on (system prompt),
 // listed (name and description only), triggered (added to the user message that says its keyword

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.ts";
 
 /**
- * Issue 15: two engines, a worker on each (the main engine, and engine 15 started beside it by
+ * Two engines, a worker on each (the main engine, and engine 15 started beside it by
  * scripts/lib/ensure-engine.sh; a number no other test file uses, since this one stops it for
  * good at the end). Every job on a sandbox must run on a worker of the sandbox's engine.
  *

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uuidOf } from "./start-harness.ts";
 
 /**
- * Issue 23 §1 end to end: real API and worker processes, real sandboxes, the scripted LLM. A start
+ * The API's warm claim end to end: real API and worker processes, real sandboxes, the scripted LLM. A start
  * without a repository is READY in the answer to its POST (the API claimed a warm row), its agent
  * runs in the claimed sandbox, and a claimed sandbox found dead is replaced with no client error.
  */

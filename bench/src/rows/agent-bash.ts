@@ -12,7 +12,7 @@ import { createKey, spawnApi, spawnWorker } from "../services.ts";
 import { summarize } from "../stats.ts";
 
 /**
- * A bash command's round trip through the agent-server API (issue 21):
+ * A bash command's round trip through the agent-server API:
  * `POST {api}/agent/{sandbox}/api/bash/execute_bash_command` on the real API process, which
  * stores the command, has the real worker process run it in the sandbox (`docker exec`), stores its
  * output and answers the last BashOutput. Against a bare `docker exec` of `echo` on the same

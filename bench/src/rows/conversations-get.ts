@@ -74,7 +74,7 @@ export const conversationsGetRows = async (
         floor: b.requestsPerSec,
         floorLabel: "bare Hono",
         better: "higher-is-better",
-        // Issue 23 §5: ≥ 0.25 × the bare Hono serving the same JSON in the same run.
+        // Target: ≥ 0.25 × the bare Hono serving the same JSON in the same run.
         maxRatio: 4,
         detail: { api: a, bare: b, connections, seconds, ids: IDS },
       }),

@@ -25,7 +25,7 @@ export const BENCH_ENGINE = 16;
 const CONCURRENCY = 4;
 
 /**
- * Start throughput with two engines against one (issue 15): a burst of cold starts (no warm pool)
+ * Start throughput with two engines against one: a burst of cold starts (no warm pool)
  * through the API, taken by two workers on the main engine, then by one worker on the main engine
  * and one on engine 15. The floor is raw create + start + one exec, 8 in flight, spread the same
  * way. Both engines run on this machine's two cores, so a second engine adds no CPU: what it can

@@ -153,7 +153,7 @@ export const eventsSearchRows = async (
         reps,
       };
       rows.push(
-        // Issue 23 §5: the p50 against the bound no server can beat (raw SQL + a bare Hono page).
+        // The p50 against the bound no server can beat (raw SQL + a bare Hono page).
         row({
           id: `search.${s.id}.bound`,
           label: `events search ${s.label} p50 vs raw SQL + bare HTTP`,

@@ -80,7 +80,7 @@ const kib = (bytes: number) => bytes / 1024;
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 /**
- * LLM request size per step (issue 19) on a long run, with the condenser (its default of 80 events
+ * LLM request size per step on a long run, with the condenser (its default of 80 events
  * in the view) and without it (the whole history every step): the mean and the largest request of
  * a step, and everything sent over the run, the summaries' calls included (what condensing costs).
  */

@@ -20,7 +20,7 @@ const rawStart = async (ctx: BenchContext, floor: DockerProbe, name: string, net
 };
 
 /**
- * What a data root with quotas costs (issue 18): raw create + start + one exec on the main engine
+ * What a data root with quotas costs: raw create + start + one exec on the main engine
  * (Docker's default storage: overlay2 on the host's filesystem, the worker watching the disk) and
  * on the bench's second engine, whose data root holds hard limits (XFS with pquota, or btrfs in a
  * loop file where the kernel has no XFS quotas: scripts/lib/ensure-engine.sh), one sample of each

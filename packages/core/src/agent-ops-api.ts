@@ -1,5 +1,5 @@
 /**
- * THE CONTRACT OF THE WORKERS' INTERNAL AGENT-SERVER OPERATIONS (issue 21): what the API's
+ * THE CONTRACT OF THE WORKERS' INTERNAL AGENT-SERVER OPERATIONS: what the API's
  * `/agent/{sandbox}/api/bash|file|git` routes ask of the worker driving the sandbox's engine
  * (apps/worker/src/http/agent-ops.ts does them; @tern/services' agent-sandbox-ops.ts asks). Beside
  * worker-api.ts's reads, these also run a command and write a file, so they are not all GETs.

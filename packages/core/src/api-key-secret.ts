@@ -22,7 +22,7 @@ export const generateApiKey = (): GeneratedApiKey => {
 export const generateSessionApiKey = (): string => `sess_${randomBytes(24).toString("base64url")}`;
 
 /**
- * A session key as it is stored (issue 11): never in plaintext. Its SHA-256 finds the conversation
+ * A session key as it is stored: never in plaintext. Its SHA-256 finds the conversation
  * a presented key belongs to; the key sealed in the secret box (bound to its conversation) is what
  * lets its owner read it back in the conversation's record, as OpenHands returns it.
  */

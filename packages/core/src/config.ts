@@ -127,7 +127,7 @@ export const configFields = {
   SECRETS_KEY: z.preprocess(emptyAsUndefined, z.string().optional()),
   /** Where a local deployment without SECRETS_KEY keeps the key generated on its first start (mode 0600). */
   SECRETS_KEY_FILE: z.string().min(1).default(".tern/secrets.key"),
-  // Tenancy limits (issue 11): each bounds what one tenant may take; 0 turns a limit off.
+  // Tenancy limits: each bounds what one tenant may take; 0 turns a limit off.
   /** Requests per minute per key, whatever the route. */
   RATE_LIMIT_PER_MINUTE: int(0, 1_000_000).default(600),
   /** Conversation starts per minute per key (on top of the general limit). */

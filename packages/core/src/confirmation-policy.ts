@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { SecurityRisk } from "./events.ts";
 
 /**
- * Confirmation mode (issue 20): which tool calls wait for the user's answer before they run.
+ * Confirmation mode: which tool calls wait for the user's answer before they run.
  * OpenHands' three policies and its rules (openhands/sdk/security/confirmation_policy.py and
  * Agent._requires_user_confirmation), written once here for the API (which validates a policy)
  * and the agent (which applies it to every tool call, ours and MCP's alike).
@@ -11,7 +11,7 @@ import type { SecurityRisk } from "./events.ts";
 const concreteRisks = ["LOW", "MEDIUM", "HIGH"] as const;
 const riskOrder: Record<(typeof concreteRisks)[number], number> = { LOW: 1, MEDIUM: 2, HIGH: 3 };
 
-/** Short names the issue uses, beside OpenHands' class names. */
+/** Short names (never, always, risky), accepted beside OpenHands' class names. */
 const kindAliases: Record<string, ConfirmationPolicy["kind"]> = {
   never: "NeverConfirm",
   always: "AlwaysConfirm",

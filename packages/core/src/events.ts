@@ -347,7 +347,7 @@ export const eventToJson = (e: StoredEvent): EventJson =>
   // EventJson; TypeScript does not keep the pairing of `kind` and `payload` through a spread.
   ({
     // The SDK's AgentErrorEvent requires tool_name and tool_call_id: a run's own error (no tool
-    // call) carries them empty, so an OpenHands client can read it (issue 21).
+    // call) carries them empty, so an OpenHands client can read it.
     ...(e.kind === "AgentErrorEvent" ? { tool_name: "", tool_call_id: "" } : {}),
     ...e.payload,
     id: e.id,

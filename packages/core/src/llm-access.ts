@@ -2,7 +2,7 @@ import { isIP } from "node:net";
 import { isNonPublicAddress } from "./net-address.ts";
 
 /**
- * Who may use which LLM on whose key (issues 11 and 12):
+ * Who may use which LLM on whose key:
  * - On the operator's key (LLM_API_KEY) a conversation may use only the models of LLM_MODELS (only
  *   LLM_MODEL when it is unset; `*` for any), and only of the operator's provider: the key is never
  *   sent to another provider, whatever prefix `llm_model` carries.

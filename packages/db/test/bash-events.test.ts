@@ -5,7 +5,7 @@ import { bashEventsRepository } from "../src/repositories/bash-events.ts";
 import { sandboxesRepository } from "../src/repositories/sandboxes.ts";
 
 /**
- * The one-statement paths of execute_bash_command (issue 21's bench): the API stores a command
+ * The one-statement paths of execute_bash_command (the bench's agent-server bash row): the API stores a command
  * only in a RUNNING sandbox, and the worker takes it and reads its sandbox in one statement,
  * taking nothing of a sandbox that is not running, of another sandbox, or already finished.
  */

@@ -59,7 +59,7 @@ describe("events: the one append path", () => {
   });
 });
 
-describe("events: tenancy bounds (issue 11)", () => {
+describe("events: tenancy bounds", () => {
   it("refuses an append past maxEvents, atomically: nothing of it is stored", async () => {
     const { conversationId } = await createConversationFixture(database.db);
     await events.append(conversationId, [note(1), note(2)], { maxEvents: 3 });

@@ -10,7 +10,7 @@ export interface WorkerEndpoint {
   workerId: string;
   /** Base URL of its internal HTTP server, as other hosts reach it (WORKER_ADVERTISE_URL). */
   url: string;
-  /** The sandbox engine it drives, once workers know it (issue 15); null until then. */
+  /** The sandbox engine it drives, once workers know it; null until then. */
   engineId: string | null;
   startedAt: string;
   /** Its sandboxes' disk limit: the engine's own (hard), sampled by the worker (watched), or none (off). */

@@ -1,7 +1,7 @@
 import type { SandboxInfo } from "./driver.ts";
 
 /**
- * Where a pool records its warm sandboxes so others can claim them (issue 23 §1: rows in Postgres
+ * Where a pool records its warm sandboxes so others can claim them (rows in Postgres
  * the API claims in a start's own transaction). The pool keeps the containers; the store keeps
  * their rows, and whichever side takes a row first owns the sandbox: a row is claimed once.
  */

@@ -22,7 +22,7 @@ import type { WorkerReadDeps } from "./deps.ts";
 import { isAbort, refusedByWorker, workersInTryOrder } from "./worker-access.ts";
 
 /**
- * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox (issue 21), served from
+ * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox, served from
  * tern's processes: the API stores and reads the bash events (Postgres), and a worker of the
  * sandbox's engine does what needs the sandbox (apps/worker/src/http/agent-ops.ts), reached as
  * worker-access.ts reaches it. The sandbox is the caller's (the agent-server mount checked); these

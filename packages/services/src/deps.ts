@@ -45,7 +45,7 @@ export interface ServiceDeps {
   onStartWaiting?: () => void;
 }
 
-/** Per-user and per-conversation bounds (issue 11); 0 turns one off. */
+/** Per-user and per-conversation bounds; 0 turns one off. */
 export interface TenantLimits {
   /** Live sandboxes (starts in flight included): MAX_SANDBOXES_PER_USER. */
   maxSandboxesPerUser: number;

@@ -22,7 +22,7 @@ import type { Kysely } from "kysely";
 import { inTransaction } from "./transaction.ts";
 
 /**
- * A user's secrets (issue 12), sealed at rest with the deployment's secret box. Each sealed value is
+ * A user's secrets, sealed at rest with the deployment's secret box. Each sealed value is
  * bound to where it lives (its context below): copied to another user's or name's row, it does not
  * open. Values never leave this module but as the environment of the agent's commands
  * (`agentSecretEnv`), which also masks them in everything the run stores.

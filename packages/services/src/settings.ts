@@ -20,7 +20,7 @@ import type { Kysely } from "kysely";
 import { llmKeyContext, mcpConfigContext } from "./secrets.ts";
 
 /**
- * A user's LLM settings (issue 12): their model, their own endpoint and key (sealed, write-only),
+ * A user's LLM settings: their model, their own endpoint and key (sealed, write-only),
  * their iteration and budget limits. What the operator allows bounds them: LLM_MODELS for models
  * on the operator's key, LLM_USER_BASE_URLS for where a user's key may be sent.
  */

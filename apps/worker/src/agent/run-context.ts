@@ -22,7 +22,7 @@ export const agentRunContext = async (
       deps.logger.warn({ reason }, "the MCP config cannot be read; the run goes on without MCP servers"),
     ),
     // A conversation started on the agent-server API: the LLM, tools, MCP servers and limits its
-    // client named (its key counts as the user's own), and its own secrets (issue 21).
+    // client named (its key counts as the user's own), and its own secrets.
     agentServerRunContext(deps, conversation.id, (what) =>
       deps.logger.warn({ what }, "a value of the conversation does not open under SECRETS_KEY; left out"),
     ),

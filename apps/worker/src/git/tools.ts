@@ -13,7 +13,7 @@ const clean = (text: string, access: ResolvedAccess | null): string =>
   access?.token ? maskSecrets(text, { [`${access.provider}_token`]: access.token }) : text;
 
 /**
- * The git tools the agent loop runs on the worker (issue 12): the sandbox has the commits, the
+ * The git tools the agent loop runs on the worker: the sandbox has the commits, the
  * worker has the user's token. Every refusal is an observation the model reads, naming the
  * provider, never the token; a passing fault (the sandbox engine, Postgres) throws, and the run's
  * job is retried.

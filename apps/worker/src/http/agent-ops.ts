@@ -17,7 +17,7 @@ import type { Kysely } from "kysely";
 import { isWithin, liveSandbox, whyExecFailed } from "./read-file.ts";
 
 /**
- * What the agent-server API of a sandbox (`/agent/{sandbox}/api/bash|file|git`, issue 21) asks of
+ * What the agent-server API of a sandbox (`/agent/{sandbox}/api/bash|file|git`) asks of
  * the worker that drives its engine: run a bash command (its events go to Postgres as it runs),
  * write and read a file of the workspace (streamed), and git's view of the workspace. Everything
  * runs inside the sandbox as the sandbox user, as the agent's own tools do.

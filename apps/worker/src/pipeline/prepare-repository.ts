@@ -167,7 +167,7 @@ export const prepareRepository = async (
     };
   }
   // On the worker, never in the sandbox: the token (the user's own, or the shared one) stays in
-  // the worker's git process, and the sandbox gets the tree (issue 11: no credential in a sandbox).
+  // the worker's git process, and the sandbox gets the tree (no credential in a sandbox).
   const clone = await (cloning ??
     (async () => {
       const access = snapshot?.access ?? (await resolveGitAccess(deps, ctx.task.userId, spec.provider, spec.fullName));

@@ -15,7 +15,7 @@ import type { WorkerDeps } from "../deps.ts";
 import { EMPTY_WORKSPACE, emptyWorkspaceWarmUp } from "../pipeline/prepare-repository.ts";
 
 /**
- * The worker's pool as rows (issue 23 §1): each warm sandbox it makes is a warm_sandboxes row the
+ * The worker's pool as rows: each warm sandbox it makes is a warm_sandboxes row the
  * API may claim in a start's transaction. The row carries what that start needs and the API
  * cannot make without an engine or the agent package: the empty workspace's path and the system
  * prompt for it (no repository, so no skills: the same text whatever the model).

@@ -160,7 +160,7 @@ const oneAtATimeRows = ({ warm, floor }: PoolRun): BenchRow[] => {
       unit: "ms",
       value: warmS[p],
       // A warm start makes no container: the cold floor (create+start+exec) is not its floor.
-      // Its targets are absolute (issue 23 §1: READY in the POST's answer): p50 ≤ 15 ms, p99 ≤ 40 ms.
+      // Its targets are absolute (READY in the POST's answer): p50 ≤ 15 ms, p99 ≤ 40 ms.
       ...(p === "p50" ? { absolute: 15 } : p === "p99" ? { absolute: 40 } : {}),
       detail:
         p === "p50"
@@ -181,8 +181,8 @@ const oneAtATimeRows = ({ warm, floor }: PoolRun): BenchRow[] => {
 
 /**
  * The warm starts of the steady run: each claimed while the pool's refills (creates) ran beside
- * it on the same engine and machine. Same targets as one at a time: refills must not slow a claim
- * (issue 23 §1). The claims are the starts the API answered READY: a start that found no warm row
+ * it on the same engine and machine. Same targets as one at a time: refills must not slow a claim.
+ * The claims are the starts the API answered READY: a start that found no warm row
  * went to the queue, and when a worker then gave it a warm sandbox its time is a queued start's, not
  * a claim's; those are counted apart, by server time.
  */

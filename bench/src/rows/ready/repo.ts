@@ -45,7 +45,7 @@ const summaryRows = (
 /**
  * With a repository and a setup script, no pool (the floors have none either): the first start
  * (`fresh`: clone and setup script; the snapshot's commit runs on after READY), then the repeat start of
- * the same user, repository and commit, which begins from that snapshot (issue 23 §2).
+ * the same user, repository and commit, which begins from that snapshot.
  */
 export const repoRows = async (ctx: BenchContext, env: ReadyEnvironment): Promise<BenchRow[]> => {
   const cloneUrl = `${env.git.url}/bench/app.git`;

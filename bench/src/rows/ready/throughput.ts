@@ -60,7 +60,7 @@ export const throughputRow = async (
       floorLabel: "raw create+start+exec ×8 parallel, interleaved",
       floorStorage: ctx.storage,
       better: "higher-is-better",
-      // Issue 14: ≥ 0.9 × the engine's own rate, measured beside it.
+      // Target: ≥ 0.9 × the engine's own rate, measured beside it.
       maxRatio: 1.11,
       detail: {
         rounds,

@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * A user's MCP servers (issue 20), in the `mcpServers` form MCP clients share (Claude Desktop,
+ * A user's MCP servers, in the `mcpServers` form MCP clients share (Claude Desktop,
  * Cursor, OpenHands' `mcp_config`): `{name: {url, headers?, transport?}}` for a remote server,
  * `{name: {command, args?, env?}}` for a stdio one, which runs inside the conversation's sandbox.
  *

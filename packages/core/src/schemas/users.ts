@@ -4,7 +4,7 @@ import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
 import { mcpConfigSchema } from "./mcp.ts";
 
 /**
- * Users, their secrets and their LLM settings (issue 12). Write-only values (a secret's value, the
+ * Users, their secrets and their LLM settings. Write-only values (a secret's value, the
  * LLM key) are in requests only: no response schema has a field that could carry them.
  */
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { datetimeSchema, hexIdSchema } from "./formats.ts";
 
-/** What a webhook may subscribe to (issue 13). */
+/** What a webhook may subscribe to. */
 export const webhookEventTypes = ["start_task.status", "conversation.execution_status", "conversation.event"] as const;
 export type WebhookEventType = (typeof webhookEventTypes)[number];
 

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Users of their own (issue 12): a name per user, their secrets and LLM settings, and the secrets
+ * Users of their own: a name per user, their secrets and LLM settings, and the secrets
  * a start request carried.
  * - `user_secrets`: one row per (user, name); `value` sealed with the deployment's secret box
  *   (context `secret:<user>:<name>`), so a row copied elsewhere does not open.

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Session keys (issue 11): looked up by their SHA-256 (`session_api_key_hash`, unique), and revoked
+ * Session keys: looked up by their SHA-256 (`session_api_key_hash`, unique), and revoked
  * when the conversation is deleted (`session_revoked_at`): a revoked key authenticates nothing.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {

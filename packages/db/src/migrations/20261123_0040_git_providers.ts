@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Each user's own git accounts (issue 12): one token per provider, sealed by the secret box (the
+ * Each user's own git accounts: one token per provider, sealed by the secret box (the
  * column never holds a token in clear), with the host of a self-hosted GitLab or GitHub Enterprise.
  * And the pull requests the agent opened, per conversation: the worker writes one row per request.
  */

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Tenancy limits (issue 11).
+ * Tenancy limits.
  * - `sandboxes.idle_paused_at`: set while the janitor holds a sandbox paused for idleness, so the
  *   next agent run knows it may resume it (a pause asked for by the user is left alone).
  * - The per-user quota counts read two small sets: a user's starts in flight, and the live

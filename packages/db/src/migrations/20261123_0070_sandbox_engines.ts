@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Workers on many hosts (issue 15): each sandbox lives on one engine, and only that engine's
+ * Workers on many hosts: each sandbox lives on one engine, and only that engine's
  * workers reach it.
  * - `sandboxes.engine_id`: the engine that holds the sandbox (null: a driver without affinity, or
  *   a row from before; a worker that finds the container on its engine fills it in).

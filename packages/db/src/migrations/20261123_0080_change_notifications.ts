@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Change notifications for live streams (issue 13). Postgres delivers a NOTIFY only when the
+ * Change notifications for live streams. Postgres delivers a NOTIFY only when the
  * transaction that sent it commits, so a listener woken by one always finds the rows committed.
  * Sent by triggers, so every way of appending an event (the events repository's append, a bulk
  * seed) and every stage write of a start task is covered without each writer remembering to.

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Webhooks (issue 13): a user's subscriptions, and the transactional outbox of their deliveries.
+ * Webhooks: a user's subscriptions, and the transactional outbox of their deliveries.
  * A delivery row is written in the same transaction as the state change it reports (start task
  * status, execution status, event append), so a process dying after the commit loses nothing:
  * workers sweep `pending` rows that are due and deliver them. Each try is kept as an attempt.

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Session keys are no longer stored in plaintext (issue 11). A new key is stored as its SHA-256
+ * Session keys are no longer stored in plaintext. A new key is stored as its SHA-256
  * (`session_api_key_hash`, the lookup) and sealed in the secret box (`session_api_key_sealed`, so
  * its owner can read it back). The plaintext column stays, nullable and unique no more, only until
  * the api seals what older rows hold at its start (`sealPlaintextSessionKeys`): SQL cannot,

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Confirmation mode (issue 20). The user's settings name it as OpenHands' do: `confirmation_mode`
+ * Confirmation mode. The user's settings name it as OpenHands' do: `confirmation_mode`
  * and `security_analyzer`. A conversation's own policy, which overrides them, has a table of its
  * own (one row per conversation that set one), so the conversations row and its readers stay as
  * they are.

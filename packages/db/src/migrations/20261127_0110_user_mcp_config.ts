@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * A user's MCP servers (issue 20): the config sealed whole (header and env values may be
+ * A user's MCP servers: the config sealed whole (header and env values may be
  * credentials; context `settings:<user>:mcp_config`), and beside it the same config with those
  * values hidden, which is what GET /settings shows without opening anything.
  */

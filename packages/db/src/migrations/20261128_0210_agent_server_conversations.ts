@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Conversations started on a sandbox's agent-server API (issue 21): what the client named for its
+ * Conversations started on a sandbox's agent-server API: what the client named for its
  * agent, beside the conversation row. The LLM key is sealed (context
  * `agent-server:<conversation>:llm_api_key`) and so are the conversation's own secrets (one sealed
  * JSON object in a table of its own, context `agent-server:<conversation>:secrets`); the MCP config likewise, since its

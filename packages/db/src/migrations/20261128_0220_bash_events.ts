@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * The agent-server's bash commands (issue 21): `/api/bash/start_bash_command` and its outputs,
+ * The agent-server's bash commands: `/api/bash/start_bash_command` and its outputs,
  * outside the agent's event history. One row per event as OpenHands' BashEventService keeps one
  * file per event: a BashCommand, then its BashOutput chunks (the last one carries the exit code).
  * Kept in Postgres so that a poll served by another API replica, or after the worker running the

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * A sandbox without a conversation (issue 21, POST /api/v1/sandboxes):
+ * A sandbox without a conversation (POST /api/v1/sandboxes):
  * - `start_tasks.kind`: 'sandbox' for the start task that makes such a sandbox (its worker stops
  *   after WAITING_FOR_SANDBOX), so it is retried, swept, counted against the quotas and given a
  *   warm sandbox exactly as a conversation's start is; 'conversation' for every other task.

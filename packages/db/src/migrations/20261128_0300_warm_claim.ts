@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Issue 23 §1: the warm pool as rows, so the API can claim a warm sandbox in the start's own
+ * The warm pool as rows, so the API can claim a warm sandbox in the start's own
  * transaction (a row is not an engine: the API still never talks to one).
  * - warm_sandboxes: one row per warm container a worker's pool made; its owner keeps the row and
  *   its health (checked_at), and what a start without a repository needs that only a worker knows

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Repository snapshots (issue 23 §2): a sandbox committed as an image after its setup script
+ * Repository snapshots: a sandbox committed as an image after its setup script
  * succeeded, so the next start of the same user, repository, branch, commit, setup script and
  * sandbox image begins from it. Per user (removed with the user: the janitor removes an image
  * whose row is gone) and per engine (an image lives on the engine that made it).

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Issue 23 §1: the API's warm claim in one round trip. `tern_warm_claim(p jsonb)` does, in the
+ * The API's warm claim in one round trip. `tern_warm_claim(p jsonb)` does, in the
  * caller's statement (so one transaction), what the claim did in ~15 statements:
  * - the quotas: the user's row locked (FOR NO KEY UPDATE, as usersRepository.lockForQuota), then
  *   its starts in flight and live sandboxes counted. Each statement of a plpgsql function takes its

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * The sandbox a snapshot is being committed from (issue 23 §3). A start answers READY while its
+ * The sandbox a snapshot is being committed from. A start answers READY while its
  * snapshot's commit still runs; until that row is complete, the agent's calls into that sandbox wait
  * (what they did would be in the image). Null on rows begun before this migration.
  */

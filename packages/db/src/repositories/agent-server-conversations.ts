@@ -2,7 +2,7 @@ import type { StoredSessionApiKey } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { AgentServerConversationsTable, Database } from "../schema.ts";
 
-/** What the client of a sandbox's agent-server API named for a conversation's agent (issue 21). */
+/** What the client of a sandbox's agent-server API named for a conversation's agent. */
 export interface AgentServerAgent {
   conversationId: string;
   llmModel: string;

@@ -20,7 +20,7 @@ export type AnswerResult =
   | { outcome: "missing" };
 
 /**
- * Confirmation mode's state (issue 20). What waits is written by the run itself: it ends with its
+ * Confirmation mode's state. What waits is written by the run itself: it ends with its
  * pending ActionEvents and `waiting_for_confirmation` in one transaction (agentRunsRepository.end),
  * so no worker can die between the two. The answer is one transaction too, under the same row lock
  * every run write takes: the status leaves `waiting_for_confirmation` exactly once, so a second

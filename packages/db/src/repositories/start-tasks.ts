@@ -269,7 +269,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     },
 
     /**
-     * A start served from a warm row in its own transaction (issue 23 §1): READY at once, with the
+     * A start served from a warm row in its own transaction: READY at once, with the
      * stages it went through and when (stage_history), and each one's duration.
      */
     async readyFromWarmClaim(

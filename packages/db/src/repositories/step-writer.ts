@@ -221,7 +221,7 @@ const isServerError = (err: unknown): boolean =>
   typeof (err as { code?: unknown })?.code === "string" && /^[0-9A-Z]{5}$/.test((err as { code: string }).code);
 
 /**
- * Group commit of the agent's step writes (issue 23 §4): the writes of every run in this process
+ * Group commit of the agent's step writes: the writes of every run in this process
  * that arrive while a group is being committed are gathered and committed together, in one
  * statement, as soon as that commit returns (the first write of an idle writer goes at the end of
  * the current turn of the event loop, with whatever arrived in it: no timer, no waiting for

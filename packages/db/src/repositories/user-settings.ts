@@ -15,7 +15,7 @@ export interface StoredUserSettings {
   /** The MCP config with literal header and env values hidden (core's maskMcpConfig). */
   maskedMcpConfig: unknown | null;
   updatedAt: string | null;
-  /** Confirmation mode (issue 20): off unless the user turns it on; risk judged by the LLM. */
+  /** Confirmation mode: off unless the user turns it on; risk judged by the LLM. */
   confirmationMode: boolean;
   securityAnalyzer: SecurityAnalyzer;
 }

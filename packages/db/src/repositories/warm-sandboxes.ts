@@ -3,7 +3,7 @@ import { type Kysely, type Selectable, sql } from "kysely";
 import type { Database, StartTasksTable, WarmSandboxesTable } from "../schema.ts";
 import { toStartTask } from "./start-tasks.ts";
 
-/** A warm sandbox as its row says (issue 23 §1). */
+/** A warm sandbox as its row says. */
 export interface WarmSandbox {
   id: string;
   name: string;
@@ -258,7 +258,7 @@ export type WarmClaimOutcome =
   | { outcome: "quota"; startsInFlight: number; liveSandboxes: number };
 
 /**
- * Issue 23 §1, the API's warm claim in one round trip: quotas (the user's row locked), a row of the
+ * The API's warm claim in one round trip: quotas (the user's row locked), a row of the
  * spec (FOR UPDATE SKIP LOCKED), the task READY with its stage history, its sandbox, the
  * conversation, its first events, the run's outbox entry and the webhook outbox, all in one
  * statement (the function's one transaction). A miss or a quota writes nothing.

@@ -35,7 +35,7 @@ import { pauseConversation } from "./pause.ts";
 import { sendMessage } from "./send-message.ts";
 
 /**
- * Conversations on a sandbox's agent-server API (issue 21): OpenHands' `openhands-agent-server`
+ * Conversations on a sandbox's agent-server API: OpenHands' `openhands-agent-server`
  * `POST /api/conversations` (the SDK's StartConversationRequest) mapped onto tern's agent, and the
  * `ConversationInfo` every conversation route answers with. The client names its agent: its LLM
  * (model, base_url, api_key: a key of its own, so LLM_MODELS does not apply and

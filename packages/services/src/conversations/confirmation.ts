@@ -13,7 +13,7 @@ import { assertQueueReady } from "../queue-availability.ts";
 import { engineOf, requestRun } from "./sandbox-of.ts";
 
 /**
- * Confirmation mode (issue 20): the user's answer to tool calls that wait, and a conversation's own
+ * Confirmation mode: the user's answer to tool calls that wait, and a conversation's own
  * policy. What waits was stored by the run that stopped (packages/agent, loop.ts), which then
  * ended its job: nothing holds a worker or a job slot while the user decides. The answer asks for
  * a new run, which runs the accepted calls, or reads the rejections and goes on.

@@ -42,7 +42,7 @@ export interface OpenConversationDeps {
   engineId: string | null;
   /**
    * The first run is written to the agent-run outbox in `db`'s transaction instead of enqueued (a
-   * warm claim, issue 23 §1: the run commits with the conversation, a relay enqueues it). Returns
+   * warm claim: the run commits with the conversation, a relay enqueues it). Returns
    * the entry's id through `onOutbox`.
    */
   runOutbox?: (entryId: string) => void;
@@ -81,7 +81,7 @@ export const openConversation = async (deps: OpenConversationDeps, start: Opened
     selectedRepository: workspace.repository?.fullName ?? null,
     selectedBranch: request.selected_branch ?? null,
     gitProvider: request.git_provider ?? (workspace.repository ? workspace.repository.provider : null),
-    // The request's model, else the user's setting, else the deployment's (issue 12).
+    // The request's model, else the user's setting, else the deployment's.
     llmModel:
       request.llm_model ?? (await userSettingsRepository(deps.db).get(task.userId)).llmModel ?? deps.defaultLlmModel,
     skills,

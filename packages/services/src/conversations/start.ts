@@ -102,7 +102,7 @@ export const startConversation = async (
   // Fail fast while the connection is down, rather than holding a transaction open for the timeout.
   assertQueueReady(deps);
   const resolved = await resolveStartRequest(deps, userId, request);
-  // Issue 23 §1: a start that needs no repository takes a warm row and answers READY. Without
+  // A start that needs no repository takes a warm row and answers READY. Without
   // secrets of its own, in one round trip (tern_warm_claim: quotas, row, task, conversation,
   // events, outboxes); a fresh row proves a worker alive, so the worker directory is read only on
   // a miss. A miss wrote nothing, and the start goes on to the queue as before.

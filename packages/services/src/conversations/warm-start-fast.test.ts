@@ -22,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startConversation } from "./start.ts";
 
 /**
- * The warm claim in one round trip (tern_warm_claim, issue 23 §1): the same rows as the claim in
+ * The warm claim in one round trip (tern_warm_claim): the same rows as the claim in
  * the start's transaction (D's warm-start.test.ts), the quotas and the webhook outbox kept, and
  * the statements the API sends for it counted on the wire.
  */

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startConversation } from "./start.ts";
 
 /**
- * The API's warm claim (issue 23 §1) against Postgres alone: the rows stand for warm sandboxes (no
+ * The API's warm claim against Postgres alone: the rows stand for warm sandboxes (no
  * engine is asked; the API never talks to one), and no worker consumes this prefix's queues.
  */
 let database: TestDatabase;

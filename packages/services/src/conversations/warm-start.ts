@@ -46,7 +46,7 @@ const CLAIMED_STAGES: StartTaskStatus[] = [
 ];
 
 /**
- * Issue 23 §1, in the start's transaction `trx` (the task already written, WORKING): takes a warm
+ * In the start's transaction `trx` (the task already written, WORKING): takes a warm
  * row of `spec` (FOR UPDATE SKIP LOCKED), records its sandbox for the task, opens the conversation
  * (its record, its first events, the agent run as an outbox entry) and makes the task READY with
  * its stage history. Returns null, having written nothing, when no row is free: the caller goes
@@ -125,7 +125,7 @@ export const relayClaimedRun = (deps: Pick<ServiceDeps, "db" | "queues" | "logge
     );
 
 /**
- * Issue 23 §1 in one round trip (`tern_warm_claim`): what `claimWarmStart` does inside the start's
+ * The warm claim in one round trip (`tern_warm_claim`): what `claimWarmStart` does inside the start's
  * transaction, and the transaction itself (quotas, task, outbox), as one statement. For a start
  * whose request is already resolved and masked and that carries no secrets of its own (those are
  * sealed apart in the start's transaction: that start takes the transaction path). The message is

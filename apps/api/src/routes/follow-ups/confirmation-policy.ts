@@ -32,7 +32,7 @@ const routeAt = (path: string) =>
     },
   });
 
-/** The issue's path, and the agent-server's own (`confirmation_policy`) for its clients. */
+/** tern's path (kebab-case, as its other routes), and the agent-server's own (`confirmation_policy`) for its clients. */
 export const registerConfirmationPolicy = (router: Router, deps: ApiDeps) => {
   for (const route of [
     routeAt("/api/v1/conversation/{conversation_id}/confirmation-policy"),

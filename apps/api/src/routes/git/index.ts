@@ -4,7 +4,7 @@ import { registerCreateGitProvider } from "./create.ts";
 import { registerDeleteGitProvider } from "./delete.ts";
 import { registerListGitProviders } from "./list.ts";
 
-/** /api/v1/git/providers: each user's own git accounts (issue 12). */
+/** /api/v1/git/providers: each user's own git accounts. */
 export const gitProviderRoutes = (deps: ApiDeps) => {
   const router = newRouter();
   registerCreateGitProvider(router, deps);

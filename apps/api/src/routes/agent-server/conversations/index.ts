@@ -41,7 +41,7 @@ import { newAgentServerRouter } from "../context.ts";
 import { agentServerError } from "./errors.ts";
 
 /**
- * `/api/conversations` and `/api/conversations/{id}/events` of the agent server (issue 21), with
+ * `/api/conversations` and `/api/conversations/{id}/events` of the agent server, with
  * the bodies, status codes and ConversationInfo shape of openhands-agent-server's
  * conversation_router.py and event_router.py. Only the conversations of the sandbox the URL names;
  * everything goes through the same services as the app server's routes.

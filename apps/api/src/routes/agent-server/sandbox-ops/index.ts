@@ -20,7 +20,7 @@ import { newAgentServerRouter } from "../context.ts";
 import { multipartField } from "./multipart.ts";
 
 /**
- * `/api/bash`, `/api/file` and `/api/git` of the agent server (issue 21), with the paths, bodies
+ * `/api/bash`, `/api/file` and `/api/git` of the agent server, with the paths, bodies
  * and status codes of openhands-agent-server's bash_router, file_router and git_router, as the
  * SDK's RemoteWorkspace calls them. What needs the sandbox is done by a worker (@tern/services'
  * agent-sandbox-ops.ts); bash events live in Postgres. Errors carry FastAPI's `detail`.
@@ -230,7 +230,7 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
     if (ref !== undefined && commit !== undefined) {
       return c.json({ detail: "'ref' and 'commit' are mutually exclusive" }, 400);
     }
-    // The diff a single commit introduced is not served yet (see the issue 21 report).
+    // The diff a single commit introduced is not served yet.
     if (commit !== undefined) return c.json({ detail: "'commit' is not supported by this server" }, 400);
     return c.json(await agentGitDiff(deps, sandboxOf(c), requiredQuery(c, "path"), ref), 200);
   });
