@@ -11,10 +11,20 @@ import type { BenchContext } from "../../context.ts";
 import { type Deployment, startDeployment } from "../../starts.ts";
 
 const SETUP_SCRIPT = "#!/bin/sh\nset -e\necho 'installing' > /tmp/setup.log\nls -la >> /tmp/setup.log\n";
+const PRE_COMMIT = "#!/bin/sh\nset -e\ngit diff --cached --check\n";
+const SKILL =
+  "---\nname: testing\ntriggers:\n  - test\n---\nRun the tests with `python3 -m pytest tests` before each commit.\n";
+/**
+ * The shape of a user's repository as the README describes it: a setup script, a pre-commit hook and
+ * a skill, so the repository rows (the repeat start's most) do the hook and skill stages users' do.
+ */
 const REPO_FILES = {
   "src/app.py": "print('hello')\n",
   "tests/test_app.py": "def test_ok():\n    assert True\n",
   ".openhands/setup.sh": SETUP_SCRIPT,
+  ".openhands/pre-commit.sh": PRE_COMMIT,
+  ".openhands/skills/testing.md": SKILL,
+  "AGENTS.md": "Keep changes small; explain why in each commit message.\n",
 };
 
 /** What every ready row shares: the sandbox network, a git server with the bench's repository, one database. */

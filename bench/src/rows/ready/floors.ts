@@ -54,7 +54,10 @@ export const rawThroughput = async (
   return spanMs;
 };
 
-/** One floor sample of a start with a repository: raw container + git clone + sh setup.sh, on Docker directly (ms). */
+/**
+ * One floor sample of a start with a repository: raw container + git clone + sh setup.sh + the hook's copy and
+ * the skills' read, on Docker directly (ms).
+ */
 export const rawRepoStartOnce = async (
   ctx: BenchContext,
   i: number,
@@ -67,6 +70,17 @@ export const rawRepoStartOnce = async (
   if (clone.exitCode !== 0) throw new Error(`raw clone exited ${clone.exitCode}: ${clone.output}`);
   const setup = await c.exec(["sh", ".openhands/setup.sh"], { user: "agent", cwd: "/workspace/repo" });
   if (setup.exitCode !== 0) throw new Error(`raw setup exited ${setup.exitCode}: ${setup.output}`);
+  // The service's hook and skill stages are one exec each: so are the floor's.
+  const hook = await c.exec(["cp", ".openhands/pre-commit.sh", ".git/hooks/pre-commit"], {
+    user: "agent",
+    cwd: "/workspace/repo",
+  });
+  if (hook.exitCode !== 0) throw new Error(`raw hook install exited ${hook.exitCode}: ${hook.output}`);
+  const skills = await c.exec(["cat", "AGENTS.md", ".openhands/skills/testing.md"], {
+    user: "agent",
+    cwd: "/workspace/repo",
+  });
+  if (skills.exitCode !== 0) throw new Error(`raw skill read exited ${skills.exitCode}: ${skills.output}`);
   const ms = since(t);
   await c.remove();
   return ms;

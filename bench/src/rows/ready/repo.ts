@@ -80,7 +80,7 @@ export const repoRows = async (ctx: BenchContext, env: ReadyEnvironment): Promis
     const images = (await ctx.sandboxes.listImages?.({ [SandboxLabel.Namespace]: d.prefix })) ?? [];
     for (const img of images) await ctx.sandboxes.removeImage?.(img.image);
   }
-  ctx.progress(`raw container+clone+setup: p50 ${first.floor.p50.toFixed(0)} ms`);
+  ctx.progress(`raw container+clone+setup+hook+skills: p50 ${first.floor.p50.toFixed(0)} ms`);
   ctx.progress(
     `repo start to READY: p50 ${summarize(first.outcomes.map((o) => o.clientMs)).p50.toFixed(0)} ms; stages ${JSON.stringify(stageMedians(first.outcomes))}`,
   );
@@ -91,7 +91,7 @@ export const repoRows = async (ctx: BenchContext, env: ReadyEnvironment): Promis
     ...summaryRows(ctx, first, {
       id: "ready.repo",
       label: "time to READY, repo + setup.sh",
-      floorLabel: "raw container+clone+setup",
+      floorLabel: "raw container+clone+setup+hook+skills",
       maxRatio: 1.1,
       note: "first start (fresh: true): clone and setup.sh; the snapshot's commit runs after READY (the agent's calls into the sandbox wait for it), and each sample waits for it before the next",
     }),
