@@ -55,10 +55,9 @@ export default defineConfig({
     hookTimeout: scaled(120_000),
     // Each file owns its database, Redis prefix and sandbox network; two cores run two files at once.
     maxWorkers: 2,
-    // In CI a failed test runs once more, and the report marks it ("retry x1"): a flaky test must not
-    // sink a whole run of real Docker, Postgres and Redis work, yet it stays visible, to be fixed.
-    // A test that fails twice fails the run. Locally every failure is final.
-    retry: process.env.CI ? 1 : 0,
+    // No retry, in CI or locally: a test that fails once is a failure. A retry hid flaky tests
+    // (and doubled the time a slow failure cost) instead of making them fixed.
+    retry: 0,
     sequence: { sequencer: LongestFirst },
     globalSetup: ["packages/testing/src/global-setup.ts"],
     setupFiles: ["vitest.setup.ts"],
