@@ -128,7 +128,7 @@ const kindsOf = (items: EventItem[]) =>
 const statusIs = (id: string, status: string, what = `the conversation to be ${status}`) =>
   waitFor(async () => (await conversation(id)).execution_status === status, {
     what,
-    timeoutMs: scaled(60_000),
+    timeoutMs: 60_000,
     detail: async () => `${JSON.stringify(kindsOf(await events(id)))}\n${worker.output().slice(-3000)}`,
   });
 
@@ -149,7 +149,7 @@ const start = async (tag: string): Promise<string> => {
       if (s?.status === "ERROR") throw new Error(`start failed: ${s.detail}`);
       return s?.status === "READY" && (s.app_conversation_id ?? "");
     },
-    { what: `start task ${task.id} to be READY`, timeoutMs: scaled(90_000) },
+    { what: `start task ${task.id} to be READY`, timeoutMs: 90_000 },
   );
 };
 
@@ -206,7 +206,7 @@ const strayRun = async (id: string): Promise<string> => {
       const state = await (await queue.getJob(agentRunJobId(toUuid(id), runId)))?.getState();
       return state === "completed" || state === "failed" ? state : false;
     },
-    { what: "the stray run's job to be done", timeoutMs: scaled(30_000) },
+    { what: "the stray run's job to be done", timeoutMs: 30_000 },
   );
 };
 
@@ -250,7 +250,7 @@ describe("confirmation mode", () => {
         delivered.some((d) => d.data?.conversation_id === id && d.data.execution_status === "waiting_for_confirmation"),
       {
         what: "the waiting_for_confirmation webhook",
-        timeoutMs: scaled(30_000),
+        timeoutMs: 30_000,
         detail: () => JSON.stringify(delivered),
       },
     );
@@ -350,7 +350,7 @@ describe("confirmation mode", () => {
     // It was `finished` already: wait for the second finish.
     await waitFor(async () => kindsOf(await events(id)).filter((k) => k === "finished").length === 2, {
       what: "the second run to finish",
-      timeoutMs: scaled(60_000),
+      timeoutMs: 60_000,
     });
     expect(await callsRan(id)).toEqual(["never-high", "never-high-2"]);
 
@@ -439,7 +439,7 @@ describe("confirmation mode", () => {
               const now = (await conversation(id)).execution_status;
               return (now === "waiting_for_confirmation" || now === "finished") && now;
             },
-            { what: `${tag} to wait or finish`, timeoutMs: scaled(60_000) },
+            { what: `${tag} to wait or finish`, timeoutMs: 60_000 },
           );
           if (status === "finished") break;
           const pending = (await events(id)).filter((e) => e.kind === "ActionEvent").at(-1);

@@ -39,7 +39,7 @@ const runningLockTtl = async (intervalMs: number): Promise<number> => {
         const left = await redis.pttl(key);
         return left > 0 && left;
       },
-      { what: "the sweep's lock", timeoutMs: 5_000, intervalMs: 5 },
+      { what: "the sweep's lock", timeoutMs: 5_000, intervalMs: 5, inProcess: true },
     );
     finish();
     await sweep;

@@ -2,9 +2,10 @@ import { execFileSync } from "node:child_process";
 
 /**
  * How much slower this machine's Docker is than the one the tests' deadlines were written on.
- * Every deadline a test sets (waitFor, a service's readiness, a test's own timeout) is a bound on
- * Docker-bound work: on a machine whose engine takes three times as long to run a container, the same
- * test must wait three times as long for the same event, or it fails without any fault of the code.
+ * A deadline that stands for Docker-bound work (waitFor, a service's readiness, a test's own timeout)
+ * scales: on a machine whose engine takes three times as long to run a container, the same test must
+ * wait three times as long for the same event, or it fails without any fault of the code. An
+ * in-process bound (a cache's 100 ms, an interrupt's 1 s; waitFor's `inProcess`) is not scaled.
  *
  * TERN_TEST_TIME_SCALE, set by the operator or measured once by vitest.config.ts for the whole run
  * (and inherited by every test process): a number from 1 to MAX_SCALE.

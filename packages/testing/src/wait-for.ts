@@ -7,6 +7,11 @@ export interface WaitForOptions {
   what: string;
   /** The deadline (default 30 s), on the reference machine: scaled to this one's (time-scale.ts). */
   timeoutMs?: number;
+  /**
+   * The deadline bounds in-process work (a cache, a timer, a Redis key's TTL), not Docker's: it is
+   * taken as written, never stretched by TERN_TEST_TIME_SCALE, which stands for a slower engine.
+   */
+  inProcess?: boolean;
   /** Time between two checks (default 50 ms). */
   intervalMs?: number;
   /** Appended to the failure: what the test saw last (a status, a process's output). */
@@ -23,7 +28,7 @@ export interface WaitForOptions {
  * one more janitor round) and then read the state.
  */
 export const waitFor = async <T>(check: () => T | Promise<T>, opts: WaitForOptions): Promise<Truthy<T>> => {
-  const timeoutMs = scaled(opts.timeoutMs ?? 30_000);
+  const timeoutMs = opts.inProcess ? (opts.timeoutMs ?? 30_000) : scaled(opts.timeoutMs ?? 30_000);
   const intervalMs = opts.intervalMs ?? 50;
   const started = Date.now();
   for (;;) {

@@ -25,6 +25,20 @@ describe("waitFor", () => {
     );
   });
 
+  it("takes an in-process deadline as written, however slow this machine's Docker is", async () => {
+    const measured = process.env.TERN_TEST_TIME_SCALE;
+    process.env.TERN_TEST_TIME_SCALE = "4";
+    try {
+      const waits = (inProcess: boolean) =>
+        waitFor(() => false, { what: "a cache entry to go", timeoutMs: 30, intervalMs: 5, inProcess });
+      await expect(waits(true)).rejects.toThrow(/^timed out after 30 ms waiting for a cache entry to go$/);
+      await expect(waits(false)).rejects.toThrow(/^timed out after 120 ms waiting for a cache entry to go$/);
+    } finally {
+      if (measured === undefined) delete process.env.TERN_TEST_TIME_SCALE;
+      else process.env.TERN_TEST_TIME_SCALE = measured;
+    }
+  });
+
   it("fails at once when the check throws", async () => {
     let calls = 0;
     await expect(

@@ -30,7 +30,7 @@ const fakeTable = (rows: Row[]) => {
     maxKeys: 4,
   });
   const started = (n: number) =>
-    waitFor(() => loads[n - 1], { what: `load ${n} to start`, timeoutMs: 2_000, intervalMs: 1 });
+    waitFor(() => loads[n - 1], { what: `load ${n} to start`, timeoutMs: 2_000, intervalMs: 1, inProcess: true });
   return { table, loads, coalescer, started };
 };
 
