@@ -61,7 +61,7 @@ const loseRedisData = async () => {
   flushes++;
 };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const at = (within: number) => Math.floor(Math.random() * within);
 
 /** Two workers, each started again under its own id once killed. */
@@ -121,7 +121,10 @@ const expectAnsweredOnce = async (s: Started) => {
   expect(done.execution_status, await detail()).toBe("finished");
   const events = await client.events<EventView & { llm_message?: { content: { text?: string }[] } }>(conversationId);
   const answers = events.filter((e) => e.kind === "MessageEvent" && e.source === "agent");
-  expect(answers.map((a) => a.llm_message?.content[0]?.text), await detail()).toEqual([`answered ${s.marker}`]);
+  expect(
+    answers.map((a) => a.llm_message?.content[0]?.text),
+    await detail(),
+  ).toEqual([`answered ${s.marker}`]);
   expect(events.filter((e) => e.kind === "AgentErrorEvent")).toEqual([]);
 };
 
@@ -141,13 +144,8 @@ beforeAll(async () => {
   // Both pools full before the first round, so its warm starts can be claimed.
   await waitFor(
     async () =>
-      (
-        await stack.database.db
-          .selectFrom("warm_sandboxes")
-          .select("id")
-          .where("claimed_at", "is", null)
-          .execute()
-      ).length >= 4,
+      (await stack.database.db.selectFrom("warm_sandboxes").select("id").where("claimed_at", "is", null).execute())
+        .length >= 4,
     { what: "both workers' warm rows", timeoutMs: 90_000 },
   );
 });

@@ -25,3 +25,4 @@ export * from "./repositories/users.ts";
 export * from "./repositories/warm-sandboxes.ts";
 export * from "./repositories/webhooks.ts";
 export type { Database } from "./schema.ts";
+export { sqlCommandsFingerprint } from "./sql.ts";

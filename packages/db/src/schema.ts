@@ -180,12 +180,20 @@ interface EventsTable {
 }
 
 /** One row per agent run (migration 0004). */
+/**
+ * One row per run of the agent, from the transaction that asked for it (status `queued`) until it
+ * ends (`ended_at`): its Redis job is a copy (migration 0400).
+ */
 interface AgentRunsTable {
   id: string;
   conversation_id: string;
+  /** `queued` until a worker takes it; then the conversation's execution status; `skipped` when there was nothing to run. */
   status: string;
   attempts: Generated<number>;
-  started_at: Timestamp;
+  requested_at: Timestamp;
+  /** The engine whose queue the run's job goes to (null: the shared queue). */
+  engine_id: string | null;
+  started_at: NullableTimestamp;
   ended_at: NullableTimestamp;
 }
 
@@ -286,15 +294,6 @@ export interface WarmSandboxesTable {
   conversation_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
-/** Agent runs a transaction asked for, until a relay enqueued them (migration 0300). */
-interface AgentRunOutboxTable {
-  id: Generated<string>;
-  conversation_id: string;
-  run_id: string;
-  engine_id: string | null;
-  created_at: Timestamp;
-}
-
 /** A sandbox committed as an image after its setup script (migration 0320); per user and engine. */
 interface RepoSnapshotsTable {
   id: string;
@@ -346,7 +345,6 @@ export interface Database {
   agent_server_conversations: AgentServerConversationsTable;
   agent_server_conversation_secrets: AgentServerConversationSecretsTable;
   warm_sandboxes: WarmSandboxesTable;
-  agent_run_outbox: AgentRunOutboxTable;
   repo_snapshots: RepoSnapshotsTable;
 }
 

@@ -317,3 +317,62 @@ describe("agent runs: a step's events in one write", () => {
     }
   });
 });
+
+describe("agent runs: a run is a row from its request until it ends", () => {
+  const rowOf = (runId: string) =>
+    database.db.selectFrom("agent_runs").selectAll().where("id", "=", runId).executeTakeFirstOrThrow();
+
+  it("a request writes a queued row once; the run that takes it starts it; its end ends the row", async () => {
+    const id = await conversation();
+    const asked = await runs.request({ conversationId: id, runId: id, engineId: "engine-a" });
+    expect(asked).toEqual({ conversationId: id, runId: id, engineId: "engine-a" });
+    // Asked again (a start's READY written twice): still one row, as it was.
+    await runs.request({ conversationId: id, runId: id, engineId: "engine-b" });
+    expect(await rowOf(id)).toMatchObject({ status: "queued", engine_id: "engine-a", started_at: null, attempts: 0 });
+    expect(await runs.isOpen(id)).toBe(true);
+    expect((await runs.open(new Date(Date.now() + 1_000), { conversationId: id })).map((r) => r.runId)).toEqual([id]);
+
+    const lease = leaseOf(await runs.begin(id, id));
+    expect(await rowOf(id)).toMatchObject({ status: "running", attempts: 1, ended_at: null });
+    expect((await rowOf(id)).started_at).not.toBeNull();
+    await runs.end(lease, "finished", [message("done")]);
+    expect(await rowOf(id)).toMatchObject({ status: "finished" });
+    expect(await runs.isOpen(id)).toBe(false);
+    expect(await runs.open(new Date(Date.now() + 1_000), { conversationId: id })).toEqual([]);
+    // Its job delivered again: the run is over.
+    expect(await runs.begin(id, id)).toEqual({ outcome: "ended" });
+  });
+
+  it("open lists the runs asked for before the cutoff, oldest first; skip ends only a run that never began", async () => {
+    const id = await conversation();
+    const first = await runs.request({ conversationId: id, engineId: null });
+    const second = await runs.request({ conversationId: id, engineId: null });
+    await database.db
+      .updateTable("agent_runs")
+      .set({ requested_at: new Date(Date.now() - 60_000) })
+      .where("id", "=", first.runId)
+      .execute();
+    expect((await runs.open(new Date(Date.now() - 30_000), { conversationId: id })).map((r) => r.runId)).toEqual([
+      first.runId,
+    ]);
+    expect((await runs.open(new Date(Date.now() + 1_000), { conversationId: id })).map((r) => r.runId)).toEqual([
+      first.runId,
+      second.runId,
+    ]);
+
+    leaseOf(await runs.begin(id, first.runId));
+    await runs.skip(first.runId);
+    expect(await rowOf(first.runId)).toMatchObject({ status: "running", ended_at: null });
+    await runs.skip(second.runId);
+    expect(await rowOf(second.runId)).toMatchObject({ status: "skipped" });
+    expect((await rowOf(second.runId)).ended_at).not.toBeNull();
+  });
+
+  it("abandoning a run that holds no lock ends its row, and writes no event", async () => {
+    const id = await conversation();
+    const asked = await runs.request({ conversationId: id, engineId: null });
+    expect(await runs.abandon(id, asked.runId, [])).toBe(false);
+    expect(await rowOf(asked.runId)).toMatchObject({ status: "error" });
+    expect(await kinds(id)).toEqual([]);
+  });
+});

@@ -158,19 +158,17 @@ const runJobIn = async (
   return null;
 };
 
-const liveJobStates = new Set(["waiting", "active", "delayed", "prioritized", "waiting-children"]);
-
 /**
- * Whether the job of a run can still make progress: waiting, active (maybe stalled, about to be
- * taken over) or delayed (a retry's backoff). A failed, completed or vanished job cannot, so a run
- * lock it still holds is stale.
+ * The job of a run as Redis holds it: its state and the job, from the first of its queues that has
+ * it; "missing" when none does (lost with Redis' data, or never added).
  */
-export const isAgentRunJobAlive = async (
+export const agentRunJob = async (
   queues: Queues,
-  conversationId: string,
-  runId: string,
-  engineId: string | null = null,
-): Promise<boolean> => (await runJobIn(queues, conversationId, runId, engineId, (s) => liveJobStates.has(s))) !== null;
+  run: { conversationId: string; runId: string; engineId: string | null },
+): Promise<{ state: string; job: Job | null }> => {
+  const job = await runJobIn(queues, run.conversationId, run.runId, run.engineId, (s) => s !== "unknown");
+  return job ? { state: await job.getState(), job } : { state: "missing", job: null };
+};
 
 /** A job waited for by `enqueueAndWait` did not finish in time (it may still finish later). */
 export class JobWaitTimeoutError extends Error {

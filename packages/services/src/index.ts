@@ -7,6 +7,7 @@ export * from "./conversations/open.ts";
 export * from "./conversations/pause.ts";
 export * from "./conversations/pending-messages.ts";
 export * from "./conversations/run.ts";
+export * from "./conversations/runs.ts";
 export * from "./conversations/search.ts";
 export * from "./conversations/send-message.ts";
 export * from "./conversations/start.ts";

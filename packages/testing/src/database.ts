@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { createDb, type DbHandle, migrateToLatest, migrationNames } from "@tern/db";
+import { createDb, type DbHandle, migrateToLatest, migrationNames, sqlCommandsFingerprint } from "@tern/db";
 import pg from "pg";
 
 /** The server's maintenance database; tests create and drop their own databases through it. */
@@ -17,9 +17,16 @@ const databaseUrl = (name: string): string => {
   return u.toString();
 };
 
-/** Named by the migrations it holds, so a new migration makes a new template. */
+/**
+ * Named by the migrations it holds and the SQL commands they load, so a new migration, or a command
+ * file edited before its migration landed, makes a new template.
+ */
 export const templateDatabaseName = (): string =>
-  `tern_test_tmpl_${createHash("sha256").update(migrationNames().join(",")).digest("hex").slice(0, 12)}`;
+  `tern_test_tmpl_${createHash("sha256")
+    .update(migrationNames().join(","))
+    .update(sqlCommandsFingerprint())
+    .digest("hex")
+    .slice(0, 12)}`;
 
 const withAdmin = async <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => {
   const client = new pg.Client({ connectionString: adminDatabaseUrl() });

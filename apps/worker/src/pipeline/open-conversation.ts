@@ -5,7 +5,8 @@ import { type AcquiredSandbox, conversationIdForTask, type StartContext, type Wo
 
 /**
  * STARTING_CONVERSATION: opens the conversation the start made (@tern/services' openConversation:
- * its record, its first events, its first run), with the agent's system prompt for its model.
+ * its record, its first events), with the agent's system prompt for its model. Its first run is
+ * asked for with READY.
  */
 export const openStartedConversation = (
   ctx: StartContext,
@@ -17,14 +18,7 @@ export const openStartedConversation = (
 ): Promise<Conversation> => {
   const { deps, task } = ctx;
   return openConversation(
-    {
-      db: deps.db,
-      queues: deps.queues,
-      secretBox: deps.secretBox,
-      logger: ctx.log,
-      defaultLlmModel: deps.config.LLM_MODEL ?? null,
-      engineId: deps.engineId,
-    },
+    { db: deps.db, secretBox: deps.secretBox, defaultLlmModel: deps.config.LLM_MODEL ?? null },
     {
       task,
       // The id the request asked for (checked free when the task was made), else one fixed per task.

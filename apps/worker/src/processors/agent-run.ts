@@ -1,5 +1,5 @@
 import { abandonRun, runAgent } from "@tern/agent";
-import { isAgentRunJobAlive } from "@tern/queue";
+import { agentRunsRepository } from "@tern/db";
 import { DelayedError } from "bullmq";
 import { agentRunContext } from "../agent/run-context.ts";
 import { ensureSandboxRunning } from "../agent/sandbox-idleness.ts";
@@ -18,7 +18,9 @@ const busyRetryMs = 1_000;
 const pausedRetryMs = 5_000;
 
 /**
- * `agent.run`: one run of the agent loop on a conversation (packages/agent).
+ * `agent.run`: one run of the agent loop on a conversation (packages/agent). The run is a row in
+ * Postgres, asked for before its job was added; the job, a copy, may come again (the janitor adds
+ * it anew when Redis lost it): the run's lock and its fencing make a second delivery harmless.
  * A run whose conversation is held by another run waits (the job is delayed, not dropped), so a
  * follow-up message sent during a run is answered after it; so does a run whose sandbox is paused,
  * until it is resumed (then the same run continues). Passing faults (Postgres, Docker)
@@ -56,13 +58,12 @@ export const agentRunProcessor = (deps: WorkerDeps): JobProcessor<"agent.run"> =
           conversationId,
           runId,
         );
+      const runs = agentRunsRepository(deps.db);
       let outcome = await run();
-      if (
-        outcome.outcome === "busy" &&
-        !(await isAgentRunJobAlive(deps.queues, conversationId, outcome.activeRunId, deps.engineId))
-      ) {
-        // The lock's holder has no job that could finish it (given up after stalling, or lost with
-        // Redis): end that run in error, so the conversation is not blocked for ever.
+      if (outcome.outcome === "busy" && !(await runs.isOpen(outcome.activeRunId))) {
+        // The lock's holder is no run that is owed (no row, or one that ended): end it in error, so
+        // the conversation is not blocked for ever. A holder whose job Redis lost is owed, and the
+        // janitor adds its job again: this run waits for it.
         const stale = outcome.activeRunId;
         if (await abandonRun(deps.db, conversationId, stale, "its job was lost before it ended")) {
           logger.warn({ stale_run_id: stale }, "ended a run whose job was lost");
@@ -74,7 +75,11 @@ export const agentRunProcessor = (deps: WorkerDeps): JobProcessor<"agent.run"> =
         await job.moveToDelayed(Date.now() + (outcome.outcome === "busy" ? busyRetryMs : pausedRetryMs), token);
         throw new DelayedError();
       }
-      if (outcome.outcome === "skipped") logger.info({ reason: outcome.reason }, "agent run skipped");
+      if (outcome.outcome === "skipped") {
+        // Nothing to answer, or the conversation waits for a confirmation: the run is no longer owed.
+        await runs.skip(runId);
+        logger.info({ reason: outcome.reason }, "agent run skipped");
+      }
     } catch (err) {
       if (err instanceof DelayedError) throw err;
       // Stopped by the worker's shutdown: handed back (the job stalls and another worker resumes

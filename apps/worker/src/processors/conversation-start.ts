@@ -1,7 +1,7 @@
 import { isPermanentFault, isTerminalStartTaskStatus, metrics, type StartTaskStatus, withSpan } from "@tern/core";
 import { type FinishedStage, startTasksRepository } from "@tern/db";
 import type { JobPayload } from "@tern/queue";
-import { deliverPendingMessages, runForDeliveredMessages } from "@tern/services";
+import { deliverPendingMessages, enqueueRun, requestRun } from "@tern/services";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { WorkerDeps } from "../deps.ts";
 import type { WorkerClone } from "../git/clone.ts";
@@ -187,19 +187,24 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
       );
       const finished = finish();
-      // READY and the delivery of the messages queued for the task commit together: a sender sees
-      // one or the other (queuePendingMessage takes the same row lock).
-      const delivered = await deps.db.transaction().execute(async (trx) => {
+      // READY, the delivery of the messages queued for the task and the first run commit together:
+      // a sender sees the queue or READY (queuePendingMessage takes the same row lock), and the run
+      // for the initial message and those delivered is owed from then on, whatever Redis keeps.
+      const readied = await deps.db.transaction().execute(async (trx) => {
         if (!(await startTasksRepository(trx).markReady(task.id, attempt, conversation.id, finished))) return null;
-        return deliverPendingMessages(trx, task.id, conversation.id);
+        const delivered = await deliverPendingMessages(trx, task.id, conversation.id);
+        const asked = !!task.request.initial_message || delivered > 0;
+        // The run's id is the conversation's own: one first run, however often READY is tried.
+        const run = asked ? await requestRun(trx, conversation.id, deps.engineId, conversation.id) : null;
+        return { delivered, run };
       });
-      if (delivered === null) throw new LostOwnership(task.id);
+      if (readied === null) throw new LostOwnership(task.id);
       metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
       metrics.timeToReady.observe((Date.now() - Date.parse(task.createdAt)) / 1000);
-      if (delivered > 0) {
-        const runId = await runForDeliveredMessages(deps, conversation.id);
-        log.info({ conversation_id: conversation.id, delivered, run_id: runId }, "pending messages delivered");
+      if (readied.delivered > 0) {
+        log.info({ conversation_id: conversation.id, delivered: readied.delivered }, "pending messages delivered");
       }
+      if (readied.run) await enqueueRun({ ...deps, logger: log }, readied.run);
       log.info({ conversation_id: conversation.id, stage_ms: finished?.ms }, "start task ready");
       // The job ends with the commit (a shutdown's grace waits for it; a worker that dies leaves it to
       // the agent's first call, which gives it up once overdue).

@@ -7,7 +7,7 @@ import {
   sandboxesRepository,
   startTasksRepository,
 } from "@tern/db";
-import { findJob } from "@tern/queue";
+import { agentRunJob, enqueueAgentRun, findJob } from "@tern/queue";
 import { PoolOwnerLabel, type SandboxInfo, SandboxLabel } from "@tern/sandbox";
 import { requeueStartTask } from "@tern/services";
 import { pauseIdleSandboxes, removeAgedSandboxes } from "../agent/sandbox-idleness.ts";
@@ -29,6 +29,9 @@ export interface JanitorReport {
   expiredTasks: string[];
   requeuedTasks: string[];
   failedTasks: string[];
+  /** Runs not ended whose job Redis lost (added again), and those whose job was given up (ended in error). */
+  requeuedRuns: string[];
+  failedRuns: string[];
   /** Sandboxes paused for idleness (SANDBOX_IDLE_PAUSE) and removed for age (SANDBOX_MAX_AGE). */
   pausedSandboxes: string[];
   agedSandboxes: string[];
@@ -150,7 +153,47 @@ const reconcileStartJobs = async (deps: WorkerDeps): Promise<{ requeued: string[
 };
 
 /**
- * (d) Engines without a live worker for ENGINE_LOST_AFTER are given up on (any engine's janitor
+ * (d) The same for runs: a run is a row from the transaction that asked for it until it ends, and
+ * its job only a copy. A run not ended whose job Redis lost (or whose asker died between its
+ * commit and the add) gets its job again, under the same id, so a job that was only late is not
+ * doubled and a second delivery meets the run's lock; one whose job BullMQ gave up on (stalled
+ * too often) ends in error.
+ */
+const reconcileRunJobs = async (deps: WorkerDeps): Promise<{ requeued: string[]; failed: string[] }> => {
+  // A run asked for before Redis lost its data had its job (if any) lost with it: no grace.
+  const keptSince = await redisKeptSince(deps.redis, deps.config.REDIS_PREFIX);
+  const cutoff = Math.max(Date.now() - RECONCILE_GRACE_MS, keptSince);
+  const open = await agentRunsRepository(deps.db).open(new Date(cutoff));
+  const requeued: string[] = [];
+  const failed: string[] = [];
+  for (const asked of open) {
+    let run = asked;
+    let { state, job } = await agentRunJob(deps.queues, run);
+    // Taken from the shared queue and forwarded to its sandbox's engine (workers.ts): that queue holds it.
+    const forwardedTo = (job?.returnvalue as { forwardedTo?: string } | null)?.forwardedTo;
+    if (state === "completed" && forwardedTo && forwardedTo !== run.engineId) {
+      run = { ...run, engineId: forwardedTo };
+      ({ state, job } = await agentRunJob(deps.queues, run));
+    }
+    const log = { conversation_id: run.conversationId, run_id: run.runId, run_status: run.status, job_state: state };
+    if (state === "failed") {
+      await abandonRun(deps.db, run.conversationId, run.runId, "its job was given up");
+      deps.logger.warn(log, "janitor ended a run whose job was given up");
+      failed.push(run.runId);
+      continue;
+    }
+    // A completed job whose run is not ended: the worker that ran it lost the run to a newer attempt.
+    if (state !== "missing" && state !== "completed") continue;
+    if (job) await job.remove().catch(() => undefined);
+    await enqueueAgentRun(deps.queues, run.conversationId, run.runId, run.engineId);
+    deps.logger.warn(log, "janitor re-enqueued an agent run");
+    requeued.push(run.runId);
+  }
+  return { requeued, failed };
+};
+
+/**
+ * (e) Engines without a live worker for ENGINE_LOST_AFTER are given up on (any engine's janitor
  * does it, once): their live sandboxes become MISSING, saying so (a follow-up gets 410), the runs
  * holding their conversations end in error, and the jobs waiting on their queues are dropped. The
  * conversations and their events stay; until then those jobs only waited.
@@ -168,11 +211,13 @@ const giveUpLostEngines = async (deps: WorkerDeps): Promise<string[]> => {
     );
   }
   const lost = await sandboxesRepository(deps.db).markLostWithEngines();
+  const runs = agentRunsRepository(deps.db);
   for (const s of lost) {
     if (s.conversationId) {
-      const runId = await agentRunsRepository(deps.db).activeRun(s.conversationId);
-      if (runId) {
-        await abandonRun(deps.db, s.conversationId, runId, `its sandbox was lost with its engine (${s.engineId})`);
+      // The run holding the conversation, and those asked for after it: none can run any more.
+      const ofConversation = await runs.open(new Date(), { conversationId: s.conversationId });
+      for (const run of ofConversation) {
+        await abandonRun(deps.db, s.conversationId, run.runId, `its sandbox was lost with its engine (${s.engineId})`);
       }
     }
     deps.logger.warn(
@@ -187,6 +232,7 @@ export const runJanitor = async (deps: WorkerDeps): Promise<JanitorReport> => {
   const lostSandboxes = await giveUpLostEngines(deps);
   const expiredTasks = await expireStalledTasks(deps);
   const { requeued, failed } = await reconcileStartJobs(deps);
+  const runs = await reconcileRunJobs(deps);
   const removedContainers = await removeOrphanContainers(deps);
   const agedSandboxes = await removeAgedSandboxes(deps, deps.config.SANDBOX_MAX_AGE);
   const pausedSandboxes = await pauseIdleSandboxes(deps, deps.config.SANDBOX_IDLE_PAUSE);
@@ -197,6 +243,8 @@ export const runJanitor = async (deps: WorkerDeps): Promise<JanitorReport> => {
     expiredTasks,
     requeuedTasks: requeued,
     failedTasks: failed,
+    requeuedRuns: runs.requeued,
+    failedRuns: runs.failed,
     pausedSandboxes,
     agedSandboxes,
     lostSandboxes,

@@ -1,13 +1,6 @@
 import { buildSystemPrompt, systemPromptTools } from "@tern/agent";
 import { type Conversation, type Logger, newId, toHexId } from "@tern/core";
-import {
-  agentRunOutboxRepository,
-  type Database,
-  sandboxesRepository,
-  WARM_ROW_FRESH_MS,
-  warmSandboxesRepository,
-} from "@tern/db";
-import { enqueueAgentRun, type Queues } from "@tern/queue";
+import { type Database, sandboxesRepository, WARM_ROW_FRESH_MS, warmSandboxesRepository } from "@tern/db";
 import { type SandboxInfo, SandboxLabel, type WarmPoolStore } from "@tern/sandbox";
 import type { Kysely } from "kysely";
 import { sandboxLimitsOf } from "../config.ts";
@@ -124,40 +117,19 @@ const freshSandbox = async (
   return info;
 };
 
-/** Enqueues the agent runs claims committed (agent_run_outbox); each entry leaves once enqueued. */
-export const relayAgentRunOutbox = (
-  db: Kysely<Database>,
-  queues: Queues,
-  opts: { olderThanMs?: number } = {},
-): Promise<number> =>
-  agentRunOutboxRepository(db).relay(
-    async (e) => {
-      await enqueueAgentRun(queues, e.conversationId, e.runId, e.engineId);
-    },
-    { ...opts },
-  );
-
 /**
- * The relay's backstop on every worker: the API relays its own entries right after the commit; one
- * that failed (Redis down, the API killed between commit and enqueue) is relayed here, so a claimed
- * start never loses its run. Also drops warm rows whose owner stopped checking them.
+ * On every worker: drops warm rows whose owner stopped checking them (its worker is gone), and
+ * claimed rows no run looked at.
  */
 export const startWarmUpkeep = (
-  deps: Pick<WorkerDeps, "db" | "queues" | "logger">,
-  everyMs = 1_000,
+  deps: Pick<WorkerDeps, "db" | "logger">,
+  everyMs = 60_000,
 ): { stop: () => Promise<void> } => {
   let stopped = false;
   let running: Promise<unknown> = Promise.resolve();
-  let lastStale = 0;
   const tick = () => {
-    running = (async () => {
-      const relayed = await relayAgentRunOutbox(deps.db, deps.queues, { olderThanMs: 2_000 });
-      if (relayed > 0) deps.logger.info({ relayed }, "relayed agent runs from the outbox");
-      if (Date.now() - lastStale > 60_000) {
-        lastStale = Date.now();
-        await warmSandboxesRepository(deps.db).removeStale(10 * WARM_ROW_FRESH_MS);
-      }
-    })()
+    running = warmSandboxesRepository(deps.db)
+      .removeStale(10 * WARM_ROW_FRESH_MS)
       .catch((err: unknown) => deps.logger.warn({ err }, "warm upkeep failed"))
       .finally(() => {
         if (!stopped) timer = setTimeout(tick, everyMs);

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   type ConversationMetrics,
   type EventDraft,
@@ -29,6 +30,20 @@ export type BeginRunResult =
   /** Tool calls wait for the user's answer (confirmation mode): no run may begin until it comes. */
   | { outcome: "waiting_for_confirmation" }
   | { outcome: "missing" };
+
+/** A run asked for: its row is written; its job, a copy of it, is added after the commit. */
+export interface RequestedRun {
+  conversationId: string;
+  runId: string;
+  /** The engine whose queue the run's job goes to (null: the shared queue). */
+  engineId: string | null;
+}
+
+/** A run that has not ended, as the janitor's sweep reads it to find those whose job Redis lost. */
+export interface OpenRun extends RequestedRun {
+  status: string;
+  requestedAt: string;
+}
 
 /** The run lock was taken by someone else (another run, or a newer attempt of this one). */
 export class RunLeaseLostError extends Error {
@@ -118,6 +133,60 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
 
   return {
     /**
+     * Asks for a run, in the caller's transaction (the one that writes what asks for it: a start's
+     * first message, a follow-up, a `run` call): a `queued` row, from whose commit on the run is
+     * owed whatever Redis keeps. The id is the caller's when the same request may be made twice (a
+     * start's first run is the conversation's own id): a second request of it writes nothing.
+     */
+    async request(run: { conversationId: string; runId?: string; engineId: string | null }): Promise<RequestedRun> {
+      const runId = run.runId ?? randomUUID();
+      await db
+        .insertInto("agent_runs")
+        .values({ id: runId, conversation_id: run.conversationId, status: "queued", engine_id: run.engineId })
+        .onConflict((oc) => oc.column("id").doNothing())
+        .execute();
+      return { conversationId: run.conversationId, runId, engineId: run.engineId };
+    },
+
+    /**
+     * Runs not ended that were asked for before `requestedBefore` (agent_runs_open_idx), oldest
+     * first, of every conversation or of one: the janitor looks for each one's job.
+     */
+    async open(requestedBefore: Date, opts: { conversationId?: string; limit?: number } = {}): Promise<OpenRun[]> {
+      let q = db
+        .selectFrom("agent_runs")
+        .select(["id", "conversation_id", "engine_id", "status", "requested_at"])
+        .where("ended_at", "is", null)
+        .where("requested_at", "<", requestedBefore.toISOString());
+      if (opts.conversationId) q = q.where("conversation_id", "=", opts.conversationId);
+      const rows = await q
+        .orderBy("requested_at")
+        .limit(opts.limit ?? 500)
+        .execute();
+      return rows.map((r) => ({
+        conversationId: r.conversation_id,
+        runId: r.id,
+        engineId: r.engine_id,
+        status: r.status,
+        requestedAt: r.requested_at,
+      }));
+    },
+
+    /**
+     * A run that never began and will not (nothing to answer, the conversation waits for a
+     * confirmation): its row ends `skipped`. A run that began ends through `end` or `abandon`.
+     */
+    async skip(runId: string): Promise<void> {
+      await db
+        .updateTable("agent_runs")
+        .set({ status: "skipped", ended_at: sql<string>`clock_timestamp()` })
+        .where("id", "=", runId)
+        .where("started_at", "is", null)
+        .where("ended_at", "is", null)
+        .execute();
+    },
+
+    /**
      * Takes the run lock for `runId`. A free lock: status `running` (with its event) and "started".
      * Held by the same run (its worker died and BullMQ handed the job on): a new attempt, "resumed".
      * Held by another run: "busy", nothing written.
@@ -141,10 +210,23 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
           .set({ active_run_id: runId, run_attempt: attempt, updated_at: sql<string>`clock_timestamp()` })
           .where("id", "=", conversationId)
           .execute();
+        // A requested run's row (queued) is taken; a job with no row (added by hand) gets one.
         await trx
           .insertInto("agent_runs")
-          .values({ id: runId, conversation_id: conversationId, status: "running", attempts: 1 })
-          .onConflict((oc) => oc.column("id").doUpdateSet({ attempts: sql<number>`agent_runs.attempts + 1` }))
+          .values({
+            id: runId,
+            conversation_id: conversationId,
+            status: "running",
+            attempts: 1,
+            started_at: sql<string>`clock_timestamp()`,
+          })
+          .onConflict((oc) =>
+            oc.column("id").doUpdateSet({
+              status: "running",
+              attempts: sql<number>`agent_runs.attempts + 1`,
+              started_at: sql<string>`coalesce(agent_runs.started_at, clock_timestamp())`,
+            }),
+          )
           .execute();
         const events = resumed
           ? []
@@ -199,13 +281,22 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
     },
 
     /**
-     * Ends whatever run holds the lock, for when its job is given up (attempts spent): the
-     * conversation must not stay `running` with nobody working on it.
+     * Ends a run whose job is given up (attempts spent): the conversation must not stay `running`
+     * with nobody working on it. A run that holds no lock (it never began, or another attempt
+     * ended it) only has its row ended, if it still is open (false).
      */
     async abandon(conversationId: string, runId: string, drafts: EventDraft[]): Promise<boolean> {
       return db.transaction().execute(async (trx) => {
         const row = await lockRow(trx, conversationId);
-        if (!row || row.active_run_id !== runId) return false;
+        if (!row || row.active_run_id !== runId) {
+          await trx
+            .updateTable("agent_runs")
+            .set({ status: "error", ended_at: sql<string>`clock_timestamp()` })
+            .where("id", "=", runId)
+            .where("ended_at", "is", null)
+            .execute();
+          return false;
+        }
         await eventsRepository(trx).append(conversationId, [...drafts, newEvent.executionStatus("error")]);
         await setStatus(trx, conversationId, "error", true);
         await finishRun(trx, runId, "error");
@@ -240,6 +331,17 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
         if (setPaused) await setStatus(trx, conversationId, "paused", false);
         return { activeRunId: row.active_run_id };
       });
+    },
+
+    /** Whether `runId` has a row that has not ended (asked for, or going on). */
+    async isOpen(runId: string): Promise<boolean> {
+      const row = await db
+        .selectFrom("agent_runs")
+        .select("id")
+        .where("id", "=", runId)
+        .where("ended_at", "is", null)
+        .executeTakeFirst();
+      return row !== undefined;
     },
 
     async activeRun(conversationId: string): Promise<string | null> {

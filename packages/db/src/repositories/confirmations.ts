@@ -8,13 +8,14 @@ import {
 } from "@tern/core";
 import { type Kysely, sql, type Transaction } from "kysely";
 import type { Database } from "../schema.ts";
+import { agentRunsRepository, type RequestedRun } from "./agent-runs.ts";
 import { eventsRepository } from "./events.ts";
 
 export type ConfirmationAnswer = { accept: true } | { accept: false; reason: string };
 
 export type AnswerResult =
   /** The pending actions the answer was about (run on accept; each rejected on reject). */
-  | { outcome: "answered"; pending: StoredEventOf<"ActionEvent">[] }
+  | { outcome: "answered"; pending: StoredEventOf<"ActionEvent">[]; run: RequestedRun | null }
   /** Nothing waits: never asked, or already answered (a second answer, or one after a reject). */
   | { outcome: "not_waiting" }
   | { outcome: "missing" };
@@ -98,7 +99,15 @@ export const confirmationsRepository = (db: Kysely<Database>) => {
      * `idle`, as OpenHands', until the run the caller asks for begins and runs the actions).
      * Reject: a UserRejectObservation per pending action, with the reason, then `idle`.
      */
-    async answer(conversationId: string, answer: ConfirmationAnswer): Promise<AnswerResult> {
+    /**
+     * The answer and, with `run`, the run that acts on it (queued, on its engine's queue), in one
+     * transaction: an answer is never stored without the run it asks for.
+     */
+    async answer(
+      conversationId: string,
+      answer: ConfirmationAnswer,
+      opts: { run?: { engineId: string | null } } = {},
+    ): Promise<AnswerResult> {
       return db.transaction().execute(async (trx) => {
         const row = await trx
           .selectFrom("conversations")
@@ -124,7 +133,10 @@ export const confirmationsRepository = (db: Kysely<Database>) => {
           .set({ execution_status: "idle", updated_at: sql<string>`clock_timestamp()` })
           .where("id", "=", conversationId)
           .execute();
-        return { outcome: "answered", pending } as const;
+        const run = opts.run
+          ? await agentRunsRepository(trx).request({ conversationId, engineId: opts.run.engineId })
+          : null;
+        return { outcome: "answered", pending, run } as const;
       });
     },
   };

@@ -1,6 +1,7 @@
 import type { StartRequest, StartTask } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Database, StartTasksTable, WarmSandboxesTable } from "../schema.ts";
+import type { RequestedRun } from "./agent-runs.ts";
 import { toStartTask } from "./start-tasks.ts";
 
 /** A warm sandbox as its row says. */
@@ -181,49 +182,7 @@ export const warmSandboxesRepository = (db: Kysely<Database>) => ({
 
 export type WarmSandboxesRepository = ReturnType<typeof warmSandboxesRepository>;
 
-/** The outbox of agent runs asked for inside a transaction (a warm claim), until a relay enqueued them. */
-export const agentRunOutboxRepository = (db: Kysely<Database>) => ({
-  async add(entry: { conversationId: string; runId: string; engineId: string | null }): Promise<string> {
-    const r = await db
-      .insertInto("agent_run_outbox")
-      .values({ conversation_id: entry.conversationId, run_id: entry.runId, engine_id: entry.engineId })
-      .returning("id")
-      .executeTakeFirstOrThrow();
-    return String(r.id);
-  },
-
-  /**
-   * Relays what is due: each entry is locked (others skip it), handed to `enqueue`, and deleted in
-   * the same transaction, so an entry whose enqueue failed stays for the next pass. An entry
-   * relayed twice (a commit lost after the enqueue) is harmless: a run's job id is fixed.
-   */
-  async relay(
-    enqueue: (e: { conversationId: string; runId: string; engineId: string | null }) => Promise<void>,
-    opts: { limit?: number; olderThanMs?: number; ids?: string[] } = {},
-  ): Promise<number> {
-    return db.transaction().execute(async (trx) => {
-      let q = trx.selectFrom("agent_run_outbox").selectAll();
-      if (opts.ids) q = q.where("id", "in", opts.ids);
-      if (opts.olderThanMs)
-        q = q.where("created_at", "<", sql<string>`now() - make_interval(secs => ${opts.olderThanMs / 1000})`);
-      const rows = await q
-        .orderBy("id")
-        .limit(opts.limit ?? 100)
-        .forUpdate()
-        .skipLocked()
-        .execute();
-      const done: string[] = [];
-      for (const r of rows) {
-        await enqueue({ conversationId: r.conversation_id, runId: r.run_id, engineId: r.engine_id });
-        done.push(String(r.id));
-      }
-      if (done.length > 0) await trx.deleteFrom("agent_run_outbox").where("id", "in", done).execute();
-      return done.length;
-    });
-  },
-});
-
-/** What the one-round-trip warm claim (`tern_warm_claim`, migration 20261128_0340) is given. */
+/** What the one-round-trip warm claim (`tern_warm_claim`, sql/tern_warm_claim.sql) is given. */
 export interface WarmClaimInput {
   userId: string;
   taskId: string;
@@ -253,14 +212,14 @@ export interface WarmClaimInput {
 }
 
 export type WarmClaimOutcome =
-  | { outcome: "hit"; task: StartTask; outboxId: string | null; engineId: string | null }
+  | { outcome: "hit"; task: StartTask; run: RequestedRun | null }
   | { outcome: "miss" }
   | { outcome: "quota"; startsInFlight: number; liveSandboxes: number };
 
 /**
  * The API's warm claim in one round trip: quotas (the user's row locked), a row of the
  * spec (FOR UPDATE SKIP LOCKED), the task READY with its stage history, its sandbox, the
- * conversation, its first events, the run's outbox entry and the webhook outbox, all in one
+ * conversation, its first events, its first run (queued) and the webhook outbox, all in one
  * statement (the function's one transaction). A miss or a quota writes nothing.
  */
 export const claimWarmStartAtOnce = async (db: Kysely<Database>, input: WarmClaimInput): Promise<WarmClaimOutcome> => {
@@ -301,7 +260,13 @@ export const claimWarmStartAtOnce = async (db: Kysely<Database>, input: WarmClai
   return {
     outcome: "hit",
     task: toStartTask(claim.task as Selectable<StartTasksTable>),
-    outboxId: claim.outbox_id == null ? null : String(claim.outbox_id),
-    engineId: (claim.engine_id as string | null) ?? null,
+    run:
+      claim.run_id == null
+        ? null
+        : {
+            conversationId: input.conversationId,
+            runId: String(claim.run_id),
+            engineId: (claim.engine_id as string | null) ?? null,
+          },
   };
 };

@@ -4,13 +4,13 @@ import {
   type Conversation,
   isSandboxRunnable,
   NotFoundError,
-  UnavailableError,
 } from "@tern/core";
 import { confirmationsRepository } from "@tern/db";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
 import { assertQueueReady } from "../queue-availability.ts";
-import { engineOf, requestRun } from "./sandbox-of.ts";
+import { enqueueRun } from "./runs.ts";
+import { engineOf } from "./sandbox-of.ts";
 
 /**
  * Confirmation mode: the user's answer to tool calls that wait, and a conversation's own
@@ -58,14 +58,11 @@ export const respondToConfirmation = async (
   const done = await confirmationsRepository(deps.db).answer(
     conversation.id,
     response.accept ? { accept: true } : { accept: false, reason: response.reason || defaultRejectionReason },
+    { run: { engineId } },
   );
   if (done.outcome === "missing") throw new NotFoundError("Conversation not found");
   if (done.outcome === "not_waiting") throw notWaiting();
-  await requestRun(deps, conversation.id, engineId).catch(() => {
-    throw new UnavailableError(
-      "The answer was stored, but the run could not be requested (job queue unreachable); POST /run to go on",
-    );
-  });
+  if (done.run) await enqueueRun(deps, done.run);
   return { actions: done.pending.length };
 };
 

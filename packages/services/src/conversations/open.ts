@@ -3,7 +3,6 @@ import {
   type EventDraft,
   type GitProvider,
   issueSessionApiKey,
-  type Logger,
   newEvent,
   type RepositoryHook,
   type SecretBox,
@@ -15,14 +14,12 @@ import {
   toHexId,
 } from "@tern/core";
 import {
-  agentRunOutboxRepository,
   conversationsRepository,
   type Database,
   eventsRepository,
   sandboxesRepository,
   userSettingsRepository,
 } from "@tern/db";
-import { enqueueAgentRun, type Queues } from "@tern/queue";
 import type { Kysely } from "kysely";
 import { maskMessageContent } from "../secrets.ts";
 
@@ -33,19 +30,9 @@ export const PLAN_AGENT_INSTRUCTION =
 
 export interface OpenConversationDeps {
   db: Kysely<Database>;
-  queues: Queues;
   secretBox: SecretBox;
-  logger: Logger;
   /** The deployment's model (LLM_MODEL), when neither the request nor the user's settings name one. */
   defaultLlmModel: string | null;
-  /** The engine whose queue the first run goes to (where the sandbox was made). */
-  engineId: string | null;
-  /**
-   * The first run is written to the agent-run outbox in `db`'s transaction instead of enqueued (a
-   * warm claim: the run commits with the conversation, a relay enqueues it). Returns
-   * the entry's id through `onOutbox`.
-   */
-  runOutbox?: (entryId: string) => void;
 }
 
 export interface OpenedStart {
@@ -62,10 +49,10 @@ export interface OpenedStart {
 }
 
 /**
- * Opens the conversation a start made: its record, its first events (system prompt, the initial
- * user message) and, when there is an initial message, the agent run: as in OpenHands, an initial
- * message always starts the agent, whatever its `run` says. Idempotent: a second call for the same
- * task finds the conversation and its events and adds nothing (the run's id is the conversation's).
+ * Opens the conversation a start made: its record and its first events (system prompt, the
+ * initial user message). Idempotent: a second call for the same task finds the conversation and
+ * its events and adds nothing. The first run is the caller's to ask for (requestRun, with the
+ * conversation's own id), in the transaction that makes the task READY.
  */
 export const openConversation = async (deps: OpenConversationDeps, start: OpenedStart): Promise<Conversation> => {
   const { task, workspace, skills, hooks, sandboxId } = start;
@@ -122,16 +109,5 @@ export const openConversation = async (deps: OpenConversationDeps, start: Opened
     );
   }
   await eventsRepository(deps.db).append(conversation.id, drafts, { onlyIfEmpty: true });
-  if (initial) {
-    // The first run's id is the conversation's own, so every attempt asks for it: an attempt that
-    // died after writing the events loses no run, and BullMQ keeps the one job.
-    if (deps.runOutbox) {
-      const entry = { conversationId: conversation.id, runId: conversation.id, engineId: deps.engineId };
-      deps.runOutbox(await agentRunOutboxRepository(deps.db).add(entry));
-    } else {
-      const runId = await enqueueAgentRun(deps.queues, conversation.id, conversation.id, deps.engineId);
-      deps.logger.info({ conversation_id: conversation.id, run_id: runId }, "agent run requested");
-    }
-  }
   return conversation;
 };

@@ -8,7 +8,6 @@ import {
   RateLimitedError,
 } from "@tern/core";
 import { type Database, eventsRepository, pendingMessagesRepository } from "@tern/db";
-import { enqueueAgentRun } from "@tern/queue";
 import type { Kysely } from "kysely";
 import type { ConversationDeps } from "../deps.ts";
 import type { Caller } from "../ownership.ts";
@@ -86,7 +85,7 @@ export const queuePendingMessage = async (
 /**
  * Delivers the messages queued for a start task into its conversation, in order, and deletes
  * them; run in the transaction that marks the task READY (so a sender sees either the queue or
- * READY). Returns how many there were; the caller then asks for a run when there were any.
+ * READY). Returns how many there were; the caller asks for a run in that transaction when there were any.
  */
 export const deliverPendingMessages = async (
   trx: Kysely<Database>,
@@ -103,7 +102,3 @@ export const deliverPendingMessages = async (
   );
   return rows.length;
 };
-
-/** After delivery: a run to answer the delivered messages (a run in progress takes them up). */
-export const runForDeliveredMessages = (deps: Pick<ConversationDeps, "queues">, conversationId: string) =>
-  enqueueAgentRun(deps.queues, conversationId);

@@ -1,11 +1,11 @@
 import { ConflictError, isSandboxRunnable } from "@tern/core";
 import { agentRunsRepository } from "@tern/db";
-import { isAgentRunJobAlive } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
-import { withJobQueue } from "../queue-availability.ts";
+import { assertQueueReady } from "../queue-availability.ts";
 import { assertNotWaitingForConfirmation } from "./confirmation.ts";
-import { engineOf, refuseRun, requestRun } from "./sandbox-of.ts";
+import { enqueueRun, requestRun } from "./runs.ts";
+import { engineOf, refuseRun } from "./sandbox-of.ts";
 
 /**
  * Asks for a run of the agent, which continues from the stored events. ConflictError while a run
@@ -19,12 +19,14 @@ export const runConversation = async (
   const conversation = await ownedConversation(deps, caller, conversationId);
   if (!isSandboxRunnable(conversation.sandboxStatus)) await refuseRun(deps, conversation);
   assertNotWaitingForConfirmation(conversation);
+  assertQueueReady(deps);
   const engineId = await engineOf(deps, conversation);
-  // The worker's run lock is what guarantees one run; a lock whose job is gone is stale, and the
-  // worker ends it when the new run comes.
-  const active = await agentRunsRepository(deps.db).activeRun(conversation.id);
-  if (active && (await withJobQueue(deps, () => isAgentRunJobAlive(deps.queues, conversation.id, active, engineId)))) {
+  // The run holding the conversation is going on while its row is open, whatever Redis holds: a
+  // job Redis lost is added again by the janitor, and one given up on ends the run there.
+  const runs = agentRunsRepository(deps.db);
+  const active = await runs.activeRun(conversation.id);
+  if (active && (await runs.isOpen(active))) {
     throw new ConflictError("The agent is already running in this conversation");
   }
-  await requestRun(deps, conversation.id, engineId);
+  await enqueueRun(deps, await requestRun(deps.db, conversation.id, engineId));
 };

@@ -1,8 +1,6 @@
 import { type Conversation, type Sandbox, sandboxRunError } from "@tern/core";
 import { sandboxesRepository } from "@tern/db";
-import { enqueueAgentRun } from "@tern/queue";
 import type { ConversationDeps } from "../deps.ts";
-import { withJobQueue } from "../queue-availability.ts";
 
 /** The conversation's sandbox row, when it has one. */
 const sandboxOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<Sandbox | null> =>
@@ -19,9 +17,3 @@ export const refuseRun = async (deps: Pick<ConversationDeps, "db">, c: Conversat
  */
 export const engineOf = async (deps: Pick<ConversationDeps, "db">, c: Conversation): Promise<string | null> =>
   (await sandboxOf(deps, c))?.engineId ?? null;
-
-/** Asks for the conversation's next run on its sandbox's engine's queue (withJobQueue: 503 while it is down). */
-export const requestRun = (deps: ConversationDeps, conversationId: string, engineId: string | null): Promise<string> =>
-  withJobQueue(deps, () => enqueueAgentRun(deps.queues, conversationId, undefined, engineId), {
-    conversation_id: conversationId,
-  });

@@ -16,8 +16,10 @@ import { type Caller, ownedConversation } from "../ownership.ts";
 import { assertQueueReady } from "../queue-availability.ts";
 import { assertMessageSize } from "../quotas.ts";
 import { maskMessageContent } from "../secrets.ts";
+import { inTransaction } from "../transaction.ts";
 import { rejectPendingForMessage } from "./confirmation.ts";
-import { engineOf, refuseRun, requestRun } from "./sandbox-of.ts";
+import { enqueueRun, requestRun } from "./runs.ts";
+import { engineOf, refuseRun } from "./sandbox-of.ts";
 
 export interface UserMessage {
   content: MessageContent[];
@@ -42,9 +44,10 @@ const newlyTriggeredSkills = async (
 
 /**
  * Appends the user's message to the conversation; with `run`, asks for a run of the agent (a run
- * in progress takes the message up at its next step). The message is committed before the run is
- * asked for, so the run always sees it. While the queue is down and a run is wanted nothing is
- * stored; when the run cannot be asked for after the message was stored, the error says so.
+ * in progress takes the message up at its next step). The message and the run commit together,
+ * so the run always sees it, and is owed from then on: its job follows the commit, and one that
+ * cannot be added then is added by the janitor's sweep. While the queue is down and a run is
+ * wanted nothing is stored.
  * With `limits`: a message longer than MAX_MESSAGE_BYTES is refused (PayloadTooLargeError), and so
  * is one that would take the conversation past MAX_EVENTS_PER_CONVERSATION (EventLimitError).
  */
@@ -66,17 +69,15 @@ export const sendMessage = async (
   const activated = await newlyTriggeredSkills(deps, conversation, content);
   // Calls waiting for confirmation are rejected before the message, as OpenHands does.
   await rejectPendingForMessage(deps, conversation);
-  await eventsRepository(deps.db).append(
-    conversation.id,
-    [newEvent.userMessage(content, activated.length ? activated : undefined)],
-    { maxEvents: deps.limits?.maxEventsPerConversation },
-  );
-  if (!message.run) return;
-  await requestRun(deps, conversation.id, engineId).catch(() => {
-    throw new UnavailableError(
-      "The message was stored, but the run could not be requested (job queue unreachable); POST /run to start it",
+  const run = await inTransaction(deps.db, async (trx) => {
+    await eventsRepository(trx).append(
+      conversation.id,
+      [newEvent.userMessage(content, activated.length ? activated : undefined)],
+      { maxEvents: deps.limits?.maxEventsPerConversation },
     );
+    return message.run ? requestRun(trx, conversation.id, engineId) : null;
   });
+  if (run) await enqueueRun(deps, run);
 };
 
 export interface AppSendMessageResult {

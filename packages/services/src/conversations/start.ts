@@ -7,11 +7,12 @@ import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
 import { assertMessageSize, assertStartAllowed } from "../quotas.ts";
 import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "../secrets.ts";
 import { assertModelAllowed } from "../settings.ts";
+import { enqueueRun } from "./runs.ts";
 import {
   claimWarmStart,
   claimWarmStartFast,
   isWarmClaimable,
-  relayClaimedRun,
+  type WarmClaimed,
   type WarmStartDeps,
 } from "./warm-start.ts";
 
@@ -104,13 +105,14 @@ export const startConversation = async (
   const resolved = await resolveStartRequest(deps, userId, request);
   // A start that needs no repository takes a warm row and answers READY. Without
   // secrets of its own, in one round trip (tern_warm_claim: quotas, row, task, conversation,
-  // events, outboxes); a fresh row proves a worker alive, so the worker directory is read only on
-  // a miss. A miss wrote nothing, and the start goes on to the queue as before.
+  // events, first run, outboxes); a fresh row proves a worker alive, so the worker directory is
+  // read only on a miss. A miss wrote nothing, and the start goes on to the queue as before. The
+  // run's job follows the commit, off the answer's path: the run is committed already.
   let warmMissed = false;
   if (deps.warmSpec && !withSecrets && isWarmClaimable(resolved)) {
     const claimed = await claimWarmStartFast(deps, userId, resolved, deps.warmSpec);
     if (claimed) {
-      if (claimed.outboxId) void relayClaimedRun(deps, claimed.outboxId);
+      if (claimed.run) void enqueueRun(deps, claimed.run);
       return claimed.task;
     }
     warmMissed = true;
@@ -119,7 +121,7 @@ export const startConversation = async (
   const noWorker = await noWorkerAlive(deps);
   // A start with secrets claims a warm row inside the transaction that seals them.
   const warmSpec = !noWorker && !warmMissed && isWarmClaimable(resolved) ? deps.warmSpec : undefined;
-  const outcome = await deps.db.transaction().execute(async (trx) => {
+  const outcome = await deps.db.transaction().execute(async (trx): Promise<WarmClaimed> => {
     await assertStartAllowed(trx, userId, deps.limits);
     const created = await startTasksRepository(trx).create(userId, resolved);
     if (withSecrets && secretBox) await storeStartSecrets({ db: trx, secretBox }, created.id, withSecrets);
@@ -135,9 +137,9 @@ export const startConversation = async (
     await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: task.id }), {
       task_id: task.id,
     });
-    return { task, outboxId: null };
+    return { task, run: null };
   });
-  if (outcome.outboxId) void relayClaimedRun(deps, outcome.outboxId);
+  if (outcome.run) void enqueueRun(deps, outcome.run);
   if (noWorker) deps.onStartWaiting?.();
   return outcome.task;
 };

@@ -125,13 +125,14 @@ describe("a start without a repository claims a warm row in its own transaction"
       { kind: "MessageEvent", source: "user" },
     ]);
 
-    // The run: committed with the claim, then enqueued by the API's relay to the row's engine.
+    // The run: a queued row committed with the claim, its job then added to the row's engine's queue.
+    const runs = await db.selectFrom("agent_runs").selectAll().where("conversation_id", "=", conversation.id).execute();
+    expect(runs).toMatchObject([{ id: conversation.id, status: "queued", engine_id: "engine-a", ended_at: null }]);
     const deadline = Date.now() + 5_000;
     let enqueued = false;
     while (!enqueued && Date.now() < deadline) {
-      const outbox = await db.selectFrom("agent_run_outbox").selectAll().execute();
       const jobs = await queues.forEngine("engine-a").agentRun.getJobs(["waiting", "delayed", "prioritized"]);
-      enqueued = outbox.length === 0 && jobs.some((j) => j.data.conversationId === conversation.id);
+      enqueued = jobs.some((j) => j.data.conversationId === conversation.id && j.data.runId === conversation.id);
       if (!enqueued) await new Promise((r) => setTimeout(r, 20));
     }
     expect(enqueued).toBe(true);

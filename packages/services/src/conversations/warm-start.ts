@@ -10,17 +10,23 @@ import {
   toHexId,
 } from "@tern/core";
 import {
-  agentRunOutboxRepository,
   claimWarmStartAtOnce,
   type Database,
+  type RequestedRun,
   startTasksRepository,
   warmSandboxesRepository,
 } from "@tern/db";
-import { enqueueAgentRun } from "@tern/queue";
 import type { Kysely } from "kysely";
 import type { ServiceDeps } from "../deps.ts";
 import { startQuotaError } from "../quotas.ts";
 import { openConversation, PLAN_AGENT_INSTRUCTION } from "./open.ts";
+import { requestRun } from "./runs.ts";
+
+/** A start a warm claim served: READY, and its first run when it has an initial message. */
+export interface WarmClaimed {
+  task: StartTask;
+  run: RequestedRun | null;
+}
 
 /** What the API's warm claim needs besides the services' own deps. */
 export interface WarmStartDeps {
@@ -48,17 +54,17 @@ const CLAIMED_STAGES: StartTaskStatus[] = [
 /**
  * In the start's transaction `trx` (the task already written, WORKING): takes a warm
  * row of `spec` (FOR UPDATE SKIP LOCKED), records its sandbox for the task, opens the conversation
- * (its record, its first events, the agent run as an outbox entry) and makes the task READY with
+ * (its record, its first events, its first run as a queued row) and makes the task READY with
  * its stage history. Returns null, having written nothing, when no row is free: the caller goes
  * on with the queue path in the same transaction. The API talks to no engine here: the agent
  * run's first exec proves the sandbox alive (the worker replaces a dead one).
  */
 export const claimWarmStart = async (
   trx: Kysely<Database>,
-  deps: Pick<ServiceDeps, "queues" | "logger" | "secretBox">,
+  deps: Pick<ServiceDeps, "secretBox">,
   task: StartTask,
   spec: string,
-): Promise<{ task: StartTask; outboxId: string | null } | null> => {
+): Promise<WarmClaimed | null> => {
   const secretBox = deps.secretBox;
   if (!secretBox) return null;
   const history: { status: string; at: string }[] = [{ status: "WORKING", at: task.createdAt }];
@@ -73,19 +79,8 @@ export const claimWarmStart = async (
   }
   for (const s of CLAIMED_STAGES) enter(s);
   enter("STARTING_CONVERSATION");
-  let outboxId: string | null = null;
   const conversation = await openConversation(
-    {
-      db: trx,
-      queues: deps.queues,
-      secretBox,
-      logger: deps.logger,
-      defaultLlmModel: warm.llmModel,
-      engineId: warm.engineId,
-      runOutbox: (id) => {
-        outboxId = id;
-      },
-    },
+    { db: trx, secretBox, defaultLlmModel: warm.llmModel },
     {
       task,
       conversationId,
@@ -96,6 +91,9 @@ export const claimWarmStart = async (
       systemPrompt: () => ({ text: warm.systemPrompt.text, tools: warm.systemPrompt.tools as SystemPromptTool[] }),
     },
   );
+  const run = task.request.initial_message
+    ? await requestRun(trx, conversation.id, warm.engineId, conversation.id)
+    : null;
   enter("READY");
   const ready = await startTasksRepository(trx).readyFromWarmClaim(task.id, {
     conversationId: conversation.id,
@@ -104,29 +102,12 @@ export const claimWarmStart = async (
   });
   if (!ready) throw new Error(`start task ${task.id} left WORKING inside its own transaction`);
   metrics.poolClaims.inc({ result: "hit" });
-  return { task: ready, outboxId };
+  return { task: ready, run };
 };
 
 /**
- * After the claim committed: the agent run's outbox entry is enqueued now, off the answer's path.
- * One that fails stays in the outbox, and a worker's relay enqueues it (never lost).
- */
-export const relayClaimedRun = (deps: Pick<ServiceDeps, "db" | "queues" | "logger">, outboxId: string): Promise<void> =>
-  agentRunOutboxRepository(deps.db)
-    .relay(
-      async (e) => {
-        await enqueueAgentRun(deps.queues, e.conversationId, e.runId, e.engineId);
-      },
-      { ids: [outboxId] },
-    )
-    .then(
-      () => undefined,
-      (err: unknown) => deps.logger.warn({ err, outbox_id: outboxId }, "agent run left to the outbox relay"),
-    );
-
-/**
  * The warm claim in one round trip (`tern_warm_claim`): what `claimWarmStart` does inside the start's
- * transaction, and the transaction itself (quotas, task, outbox), as one statement. For a start
+ * transaction, and the transaction itself (quotas, task, first run), as one statement. For a start
  * whose request is already resolved and masked and that carries no secrets of its own (those are
  * sealed apart in the start's transaction: that start takes the transaction path). The message is
  * stored as given: the caller masked it with every secret the conversation will have (the user's).
@@ -137,7 +118,7 @@ export const claimWarmStartFast = async (
   userId: string,
   request: StartRequest,
   spec: string,
-): Promise<{ task: StartTask; outboxId: string | null } | null> => {
+): Promise<WarmClaimed | null> => {
   const secretBox = deps.secretBox;
   if (!secretBox) return null;
   const conversationId = request.conversation_id ?? newId();
@@ -179,5 +160,5 @@ export const claimWarmStartFast = async (
   }
   metrics.poolClaims.inc({ result: "hit" });
   metrics.eventsAppended.inc(initial ? 2 : 1);
-  return { task: out.task, outboxId: out.outboxId };
+  return { task: out.task, run: out.run };
 };
