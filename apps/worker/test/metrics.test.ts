@@ -15,8 +15,11 @@ let h: StartHarness;
 let api: ServiceProcess;
 let workerUrl: string;
 
+const REPO = "acme/metrics";
+
 beforeAll(async () => {
   h = await createStartHarness();
+  await h.git.createFixtureRepo(REPO, { "README.md": "metrics\n" });
   api = await h.startApi();
   await h.startWorker({ WORKER_ID: "metrics", SANDBOX_POOL_SIZE: "1", JANITOR_INTERVAL_MS: "1000" });
   workerUrl = await waitFor(
@@ -62,9 +65,19 @@ const scrape = async (url: string) => {
 };
 
 describe("/metrics", () => {
-  it("the API's and the worker's pass promtool and carry the start, queue, pool and HTTP series", async () => {
+  it("the API's and the worker's pass promtool and carry the start, queue, pool and HTTP series; a warm start and a queued one are each counted", async () => {
     const { key } = await h.newUser();
-    const res = await h.post(api, key, {});
+    // A start without a repository, once the worker's warm row is there: the API claims it and
+    // answers READY (the warm path). One with a repository goes through the worker's pipeline.
+    await waitFor(
+      async () =>
+        (await h.database.db.selectFrom("warm_sandboxes").select("id").where("claimed_at", "is", null).execute())
+          .length > 0,
+      { what: "the worker's warm row" },
+    );
+    const warm = (await (await h.post(api, key, {})).json()) as { id: string; status: string };
+    expect(warm.status).toBe("READY");
+    const res = await h.post(api, key, { selected_repository: REPO });
     const { id } = (await res.json()) as { id: string };
     expect((await h.waitForTask(id)).task.status).toBe("READY");
     await fetch(`${api.url}/api/v1/app-conversations/start-tasks?ids=${id}`, {
@@ -75,19 +88,24 @@ describe("/metrics", () => {
 
     const apiText = await scrape(api.url);
     expect(apiText).toMatch(
-      /tern_http_request_duration_seconds_count\{method="POST",route="\/api\/v1\/app-conversations",status="200"\} 1/,
+      /tern_http_request_duration_seconds_count\{method="POST",route="\/api\/v1\/app-conversations",status="200"\} 2/,
     );
+    // The warm start, counted where it was served: the API, with its claim as a stage.
+    expect(apiText).toMatch(/tern_start_outcomes_total\{path="warm",status="READY",error_stage=""\} 1/);
+    expect(apiText).toMatch(/tern_start_stage_duration_seconds_count\{path="warm",stage="WARM_CLAIM"\} 1/);
+    expect(apiText).toMatch(/tern_start_time_to_ready_seconds_count\{path="warm"\} 1/);
     expect(apiText).toMatch(
       /tern_http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/app-conversations\/start-tasks",status="200"\} 1/,
     );
     expect(apiText).toMatch(/tern_process_resident_memory_bytes \d+/);
 
     const text = await scrape(workerUrl);
-    for (const stage of ["WAITING_FOR_SANDBOX", "STARTING_CONVERSATION"]) {
-      expect(text).toMatch(new RegExp(`tern_start_stage_duration_seconds_count\\{stage="${stage}"\\} 1`));
+    // The queued start, counted by the worker that ran its pipeline, each stage it went through.
+    for (const stage of ["WAITING_FOR_SANDBOX", "PREPARING_REPOSITORY", "STARTING_CONVERSATION"]) {
+      expect(text).toMatch(new RegExp(`tern_start_stage_duration_seconds_count\\{path="queued",stage="${stage}"\\} 1`));
     }
-    expect(text).toMatch(/tern_start_outcomes_total\{status="READY",error_stage=""\} 1/);
-    expect(text).toMatch(/tern_start_time_to_ready_seconds_count 1/);
+    expect(text).toMatch(/tern_start_outcomes_total\{path="queued",status="READY",error_stage=""\} 1/);
+    expect(text).toMatch(/tern_start_time_to_ready_seconds_count\{path="queued"\} 1/);
     expect(text).toMatch(/tern_queue_job_wait_seconds_count\{queue="conversation-start",job="conversation.start"\} 1/);
     expect(text).toMatch(
       /tern_queue_job_processing_seconds_count\{queue="conversation-start",job="conversation.start",outcome="completed"\} 1/,
