@@ -21,22 +21,28 @@ export const metrics = {
     buckets: secondsBuckets,
     registers,
   }),
+  /**
+   * The start metrics count every start where it was served, by `path`: "warm" in the API (a warm
+   * row claimed in the start's transaction: one stage, WARM_CLAIM), "queued" in the worker that
+   * ran its pipeline.
+   */
   startStageDuration: new Histogram({
     name: "tern_start_stage_duration_seconds",
-    help: "Duration of each start stage that completed",
-    labelNames: ["stage"] as const,
+    help: "Duration of each start stage that completed, by path (warm: claimed by the API; queued: the worker's pipeline)",
+    labelNames: ["path", "stage"] as const,
     buckets: secondsBuckets,
     registers,
   }),
   startOutcomes: new Counter({
     name: "tern_start_outcomes_total",
-    help: "Start tasks ended, by final status and (for ERROR) the stage that failed",
-    labelNames: ["status", "error_stage"] as const,
+    help: "Start tasks ended, by path, final status and (for ERROR) the stage that failed",
+    labelNames: ["path", "status", "error_stage"] as const,
     registers,
   }),
   timeToReady: new Histogram({
     name: "tern_start_time_to_ready_seconds",
-    help: "From a start task's creation to READY",
+    help: "From a start task's creation to READY, by path",
+    labelNames: ["path"] as const,
     buckets: secondsBuckets,
     registers,
   }),

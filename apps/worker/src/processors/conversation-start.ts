@@ -81,7 +81,7 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
     const finish = (): FinishedStage | undefined => {
       if (!current) return undefined;
       const ms = Date.now() - current.started;
-      metrics.startStageDuration.observe({ stage: current.stage }, ms / 1000);
+      metrics.startStageDuration.observe({ path: "queued", stage: current.stage }, ms / 1000);
       const timings = { ...unwritten, ...timingsOf(clock, current.stage) };
       unwritten = {};
       return { stage: current.stage, ms, timings };
@@ -199,8 +199,8 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         return { delivered, run };
       });
       if (readied === null) throw new LostOwnership(task.id);
-      metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
-      metrics.timeToReady.observe((Date.now() - Date.parse(task.createdAt)) / 1000);
+      metrics.startOutcomes.inc({ path: "queued", status: "READY", error_stage: "" });
+      metrics.timeToReady.observe({ path: "queued" }, (Date.now() - Date.parse(task.createdAt)) / 1000);
       if (readied.delivered > 0) {
         log.info({ conversation_id: conversation.id, delivered: readied.delivered }, "pending messages delivered");
       }
@@ -227,7 +227,7 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         }
         await releaseTaskSandbox(deps, task.id);
         await tasks.markError(task.id, detail, attempt);
-        metrics.startOutcomes.inc({ status: "ERROR", error_stage: at });
+        metrics.startOutcomes.inc({ path: "queued", status: "ERROR", error_stage: at });
         log.info({ detail }, "start task failed");
         throw new UnrecoverableError(detail);
       }
@@ -250,8 +250,8 @@ const finishSandboxStart = async (ctx: StartContext, last: { stage: StartTaskSta
   if (!(await startTasksRepository(ctx.deps.db).markReady(ctx.task.id, ctx.attempt, null, finished))) {
     throw new LostOwnership(ctx.task.id);
   }
-  if (finished) metrics.startStageDuration.observe({ stage: finished.stage }, finished.ms / 1000);
-  metrics.startOutcomes.inc({ status: "READY", error_stage: "" });
+  if (finished) metrics.startStageDuration.observe({ path: "queued", stage: finished.stage }, finished.ms / 1000);
+  metrics.startOutcomes.inc({ path: "queued", status: "READY", error_stage: "" });
   ctx.log.info({ stage_ms: finished?.ms }, "sandbox start ready");
 };
 
@@ -269,7 +269,7 @@ export const finishFailedStart = async (deps: WorkerDeps, taskId: string, reason
     deps.logger.warn({ task_id: taskId, err }, "sandbox removal failed"),
   );
   if (task.status !== "ERROR" && (await tasks.markError(taskId, `${task.status}: ${reason}`))) {
-    metrics.startOutcomes.inc({ status: "ERROR", error_stage: task.status });
+    metrics.startOutcomes.inc({ path: "queued", status: "ERROR", error_stage: task.status });
   }
 };
 

@@ -11,6 +11,7 @@ import { enqueueRun } from "./runs.ts";
 import {
   claimWarmStart,
   claimWarmStartFast,
+  countWarmStart,
   isWarmClaimable,
   type WarmClaimed,
   type WarmStartDeps,
@@ -110,8 +111,10 @@ export const startConversation = async (
   // run's job follows the commit, off the answer's path: the run is committed already.
   let warmMissed = false;
   if (deps.warmSpec && !withSecrets && isWarmClaimable(resolved)) {
+    const claiming = performance.now();
     const claimed = await claimWarmStartFast(deps, userId, resolved, deps.warmSpec);
     if (claimed) {
+      countWarmStart(claimed.task, (performance.now() - claiming) / 1000);
       if (claimed.run) void enqueueRun(deps, claimed.run);
       return claimed.task;
     }
@@ -121,6 +124,7 @@ export const startConversation = async (
   const noWorker = await noWorkerAlive(deps);
   // A start with secrets claims a warm row inside the transaction that seals them.
   const warmSpec = !noWorker && !warmMissed && isWarmClaimable(resolved) ? deps.warmSpec : undefined;
+  const transacting = performance.now();
   const outcome = await deps.db.transaction().execute(async (trx): Promise<WarmClaimed> => {
     await assertStartAllowed(trx, userId, deps.limits);
     const created = await startTasksRepository(trx).create(userId, resolved);
@@ -139,6 +143,8 @@ export const startConversation = async (
     });
     return { task, run: null };
   });
+  // READY in its own transaction: a warm claim (a queued start is counted by its worker).
+  if (outcome.task.status === "READY") countWarmStart(outcome.task, (performance.now() - transacting) / 1000);
   if (outcome.run) void enqueueRun(deps, outcome.run);
   if (noWorker) deps.onStartWaiting?.();
   return outcome.task;
