@@ -6,6 +6,7 @@ export * from "./repositories/agent-server-conversations.ts";
 export * from "./repositories/api-keys.ts";
 export * from "./repositories/bash-events.ts";
 export * from "./repositories/confirmations.ts";
+export type { FirstEvents, OpeningConversation } from "./repositories/conversation-opening.ts";
 export * from "./repositories/conversations.ts";
 export * from "./repositories/deployment-secrets.ts";
 export * from "./repositories/engines.ts";

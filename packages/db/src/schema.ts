@@ -179,7 +179,6 @@ interface EventsTable {
   payload: Json<Record<string, unknown>>;
 }
 
-/** One row per agent run (migration 0004). */
 /**
  * One row per run of the agent, from the transaction that asked for it (status `queued`) until it
  * ends (`ended_at`): its Redis job is a copy (migration 0400).

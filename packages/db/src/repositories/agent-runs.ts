@@ -140,11 +140,7 @@ export const agentRunsRepository = (db: Kysely<Database>) => {
      */
     async request(run: { conversationId: string; runId?: string; engineId: string | null }): Promise<RequestedRun> {
       const runId = run.runId ?? randomUUID();
-      await db
-        .insertInto("agent_runs")
-        .values({ id: runId, conversation_id: run.conversationId, status: "queued", engine_id: run.engineId })
-        .onConflict((oc) => oc.column("id").doNothing())
-        .execute();
+      await sql`select tern_request_run(${run.conversationId}::uuid, ${runId}::uuid, ${run.engineId})`.execute(db);
       return { conversationId: run.conversationId, runId, engineId: run.engineId };
     },
 

@@ -14,6 +14,7 @@ import {
 } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { ConversationsTable, Database } from "../schema.ts";
+import { type FirstEvents, openConversationRows } from "./conversation-opening.ts";
 import { emptyMetrics, metricsChange } from "./metrics.ts";
 import { createReadCoalescer, type ReadCoalescer } from "./read-coalescer.ts";
 
@@ -178,33 +179,14 @@ export const conversationsRepository = (db: Kysely<Database>) => {
 
   return {
     /** Idempotent per start task: a second call returns the conversation the first one made. */
-    async createForTask(input: NewConversation): Promise<Conversation> {
-      await db
-        .insertInto("conversations")
-        .values({
-          id: input.id,
-          user_id: input.userId,
-          start_task_id: input.startTaskId,
-          title: input.title,
-          sandbox_id: input.sandboxId,
-          session_api_key_hash: input.sessionApiKey.hash,
-          session_api_key_sealed: input.sessionApiKey.sealed,
-          selected_repository: input.selectedRepository,
-          selected_branch: input.selectedBranch,
-          git_provider: input.gitProvider,
-          llm_model: input.llmModel,
-          skills: JSON.stringify(input.skills),
-          hooks: JSON.stringify(input.hooks ?? []),
-          workspace_dir: input.workspaceDir,
-          trigger: input.trigger ?? null,
-          pr_number: JSON.stringify(input.prNumber ?? []),
-          parent_conversation_id: input.parentConversationId ?? null,
-          public: input.public ?? null,
-          agent_type: input.agentType ?? "default",
-        })
-        .onConflict((oc) => oc.column("start_task_id").doNothing())
-        .execute();
-      const row = await base().where("conversations.start_task_id", "=", input.startTaskId).executeTakeFirstOrThrow();
+    /**
+     * Opens the conversation of a start task (tern_open_conversation, the one definition the
+     * API's warm claim uses too): its row, or the one an earlier attempt made (moved to this
+     * sandbox), and with `first` its first events and their webhook deliveries.
+     */
+    async createForTask(input: NewConversation, first: FirstEvents | null = null): Promise<Conversation> {
+      const { conversationId } = await openConversationRows(db, input, first);
+      const row = await base().where("conversations.id", "=", conversationId).executeTakeFirstOrThrow();
       return toConversation(row);
     },
 

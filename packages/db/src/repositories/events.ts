@@ -92,37 +92,23 @@ const appendGuarded = async (
       order by v.ord
       returning id, seq, kind, source, "timestamp", payload
     ),
-    -- The webhook outbox, in this same statement (so the same transaction) as the append: an
-    -- event for every subscriber of conversation.event, and execution status changes for
-    -- conversation.execution_status (every status change is written with its event).
+    -- The webhook outbox, in this same statement (so the same transaction) as the append
+    -- (tern_event_webhooks, as every event writer writes it); nothing to do for a user with no
+    -- live webhook, the common case.
     outbox as (
-      insert into webhook_deliveries (webhook_id, event_type, data)
-      select w.id, x.type, x.data
-      from ins
-      cross join c
-      join webhooks w on w.user_id = c.user_id and w.deleted_at is null
-      cross join lateral (
-        select to_char(ins."timestamp" at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
-      ) t
-      cross join lateral (values
-        ('conversation.event', jsonb_build_object(
-           'conversation_id', replace(${conversationId}::text, '-', ''),
-           'event', ins.payload || jsonb_build_object('id', ins.id, 'kind', ins.kind, 'source', ins.source, 'timestamp', t.ts))),
-        ('conversation.execution_status', case
-           when ins.kind = 'ConversationStateUpdateEvent' and ins.payload->>'key' = 'execution_status'
-           then jsonb_build_object(
-             'conversation_id', replace(${conversationId}::text, '-', ''),
-             'execution_status', ins.payload->'value',
-             'event_id', ins.id,
-             'timestamp', t.ts)
-           end)
-      ) as x(type, data)
-      where x.data is not null and x.type = any(w.events)
-      order by ins.seq
+      select tern_event_webhooks(${conversationId}::uuid, c.user_id, jsonb_agg(jsonb_build_object(
+               'id', ins.id, 'kind', ins.kind, 'source', ins.source,
+               'timestamp', tern_iso(ins."timestamp"), 'payload', ins.payload) order by ins.seq))
+      from ins cross join c
+      where exists (select 1 from webhooks w where w.user_id = c.user_id and w.deleted_at is null)
+      group by c.user_id
     )
     select ins.id, ins.seq, ins.kind, ins.source, ins."timestamp", ins.payload,
            ${guard.metrics ? sql`c.metrics` : sql`null`} as metrics
-    from ins, c order by ins.seq
+    from ins, c
+    -- Referenced, so the outbox is written (a plain select in WITH runs only when read).
+    where (select count(*) from outbox) >= 0
+    order by ins.seq
   `.execute(db);
   if (result.rows.length === 0) return null;
   if (result.rows.length !== n) throw new Error(`append to ${conversationId}: ${result.rows.length} of ${n} events`);

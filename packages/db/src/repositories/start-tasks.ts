@@ -87,7 +87,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
           .where("status", "not in", TERMINAL)
           .returningAll()
           .executeTakeFirst();
-        if (row) await writeStartTaskStatusOutbox(trx, row);
+        if (row) await writeStartTaskStatusOutbox(trx, row.id);
         return row !== undefined;
       });
     }
@@ -132,7 +132,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
           })
           .returningAll()
           .executeTakeFirstOrThrow();
-        await writeStartTaskStatusOutbox(trx, row);
+        await writeStartTaskStatusOutbox(trx, row.id);
         return toStartTask(row);
       });
     },
@@ -269,41 +269,6 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     },
 
     /**
-     * A start served from a warm row in its own transaction: READY at once, with the
-     * stages it went through and when (stage_history), and each one's duration.
-     */
-    async readyFromWarmClaim(
-      id: string,
-      ready: { conversationId: string; sandboxId: string; history: { status: string; at: string }[] },
-    ): Promise<StartTask | null> {
-      const durations: Record<string, number> = {};
-      for (let i = 0; i + 1 < ready.history.length; i++) {
-        const h = ready.history[i] as { status: string; at: string };
-        const next = ready.history[i + 1] as { status: string; at: string };
-        if (h.status !== "WORKING") durations[h.status] = Date.parse(next.at) - Date.parse(h.at);
-      }
-      return inTransaction(db, async (trx) => {
-        const row = await trx
-          .updateTable("start_tasks")
-          .set({
-            status: "READY",
-            app_conversation_id: ready.conversationId,
-            sandbox_id: ready.sandboxId,
-            stage_history: JSON.stringify(ready.history),
-            stage_durations: JSON.stringify(durations),
-            updated_at: sql<string>`clock_timestamp()`,
-          })
-          .where("id", "=", id)
-          .where("status", "=", "WORKING")
-          .returningAll()
-          .executeTakeFirst();
-        if (!row) return null;
-        await writeStartTaskStatusOutbox(trx, row);
-        return toStartTask(row);
-      });
-    },
-
-    /**
      * Ends a task in ERROR. With an attempt, only if that attempt still owns it; without one
      * (janitor, deadline sweep, a job BullMQ gave up on) whenever it is not finished yet.
      */
@@ -321,7 +286,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
           .where("status", "not in", TERMINAL);
         if (attempt !== undefined) q = q.where("attempt", "=", attempt);
         const row = await q.returningAll().executeTakeFirst();
-        if (row) await writeStartTaskStatusOutbox(trx, row);
+        if (row) await writeStartTaskStatusOutbox(trx, row.id);
         return row !== undefined;
       });
     },

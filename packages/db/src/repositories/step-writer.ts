@@ -169,43 +169,28 @@ const writeGroup = async (db: Kysely<Database>, steps: StepWrite[]): Promise<Ste
       from c join v on v.w = c.w
       order by c.id, v.ord
     ),
-    -- The webhook outbox, as eventsRepository's append writes it, in this same statement. The
-    -- group's live webhooks first (most users have none: then nothing below runs), then their
-    -- conversations' events.
-    hooks as materialized (
-      select c.w, c.id, c.n, c.last_seq, c.last_event_at, w.id as webhook_id, w.events
-      from c join webhooks w on w.user_id = c.user_id and w.deleted_at is null
+    -- The webhook outbox, in this same statement, as every event writer writes it
+    -- (tern_event_webhooks): only for the group's conversations whose user has a live webhook
+    -- (most have none: then nothing below runs).
+    hooked as materialized (
+      select c.w, c.id, c.n, c.last_seq, c.last_event_at, c.user_id
+      from c
+      where exists (select 1 from webhooks wh where wh.user_id = c.user_id and wh.deleted_at is null)
     ),
     outbox as (
-      insert into webhook_deliveries (webhook_id, event_type, data)
-      select h.webhook_id, x.type, x.data
-      from hooks h
-      join v on v.w = h.w
-      cross join lateral (
-        select h.last_seq - h.n + v.ord as seq,
-               to_char((h.last_event_at - (h.n - v.ord) * interval '1 microsecond') at time zone 'UTC',
-                       'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as ts
-      ) t
-      cross join lateral (values
-        ('conversation.event', jsonb_build_object(
-           'conversation_id', replace(h.id::text, '-', ''),
-           'event', v.payload || jsonb_build_object('id', v.id, 'kind', v.kind, 'source', v.source, 'timestamp', t.ts))),
-        ('conversation.execution_status', case
-           when v.kind = 'ConversationStateUpdateEvent' and v.payload->>'key' = 'execution_status'
-           then jsonb_build_object(
-             'conversation_id', replace(h.id::text, '-', ''),
-             'execution_status', v.payload->'value',
-             'event_id', v.id,
-             'timestamp', t.ts)
-           end)
-      ) as x(type, data)
-      where x.data is not null and x.type = any(h.events)
-      order by h.id, t.seq
+      select tern_event_webhooks(h.id, h.user_id, jsonb_agg(jsonb_build_object(
+               'id', v.id, 'kind', v.kind, 'source', v.source,
+               'timestamp', tern_iso(h.last_event_at - (h.n - v.ord) * interval '1 microsecond'),
+               'payload', v.payload) order by v.ord))
+      from hooked h join v on v.w = h.w
+      group by h.id, h.user_id
     )
     select c.w, c.last_seq::int8::text as last_seq,
            to_char(c.last_event_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as last_event_at,
            case when c.has_metrics then c.metrics end as metrics
     from c
+    -- Referenced, so the outbox is written (a plain select in WITH runs only when read).
+    where (select count(*) from outbox) >= 0
   `.execute(db);
   const out: StepWritten[] = steps.map(() => null);
   for (const row of result.rows) {

@@ -2,6 +2,7 @@ import type { StartRequest, StartTask } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Database, StartTasksTable, WarmSandboxesTable } from "../schema.ts";
 import type { RequestedRun } from "./agent-runs.ts";
+import { type FirstEvents, type OpeningConversation, openingParams } from "./conversation-opening.ts";
 import { toStartTask } from "./start-tasks.ts";
 
 /** A warm sandbox as its row says. */
@@ -59,40 +60,6 @@ export const warmSandboxesRepository = (db: Kysely<Database>) => ({
         llm_model: input.llmModel,
       })
       .execute();
-  },
-
-  /**
-   * In the caller's transaction: takes one healthy, recently checked, unclaimed row of `spec` for
-   * `conversationId`, and writes the sandboxes row of the start task `owner.taskId` for it (same
-   * id, name and container; RUNNING), in one statement. Rows another transaction holds are
-   * skipped, never waited for, so concurrent starts never share a row and never queue behind each
-   * other. Null when none is left (nothing written).
-   */
-  async claim(
-    spec: string,
-    conversationId: string,
-    owner: { taskId: string; userId: string },
-  ): Promise<WarmSandbox | null> {
-    const row = await sql<Selectable<WarmSandboxesTable>>`
-      with taken as (
-        update warm_sandboxes set claimed_at = now(), conversation_id = ${conversationId}::uuid
-        where id = (
-          select id from warm_sandboxes
-          where spec = ${spec} and claimed_at is null and healthy
-            and checked_at > now() - make_interval(secs => ${WARM_ROW_FRESH_MS / 1000})
-          order by created_at
-          limit 1
-          for update skip locked
-        )
-        returning *
-      ), recorded as (
-        insert into sandboxes (id, name, image, user_id, start_task_id, status, engine_id, ref)
-        select id, name, image, ${owner.userId}::uuid, ${owner.taskId}::uuid, 'RUNNING', engine_id, ref from taken
-        returning id
-      )
-      select taken.* from taken join recorded using (id)`.execute(db);
-    const r = row.rows[0];
-    return r ? toWarm(r) : null;
   },
 
   /**
@@ -184,31 +151,21 @@ export type WarmSandboxesRepository = ReturnType<typeof warmSandboxesRepository>
 
 /** What the one-round-trip warm claim (`tern_warm_claim`, sql/tern_warm_claim.sql) is given. */
 export interface WarmClaimInput {
-  userId: string;
-  taskId: string;
-  conversationId: string;
+  /**
+   * The conversation it opens (tern_open_conversation); the warm row gives its sandbox, its empty
+   * workspace and its system prompt.
+   */
+  conversation: OpeningConversation;
+  /** The request's model (else the user's setting, else the row's). */
+  llmModel: string | null;
+  /** The first events besides the row's system prompt; a user message also asks for the first run. */
+  first: Omit<FirstEvents, "systemPrompt">;
   /** The request as the task keeps it. */
   request: StartRequest;
   spec: string;
   /** MAX_STARTS_IN_FLIGHT_PER_USER / MAX_SANDBOXES_PER_USER; absent or 0: not checked. */
   maxInFlight?: number;
   maxSandboxes?: number;
-  title: string;
-  sessionKey: { hash: string; sealed: string };
-  /** The request's model (else the user's setting, else the row's). */
-  llmModel: string | null;
-  selectedBranch: string | null;
-  gitProvider: string | null;
-  trigger: string | null;
-  prNumber: number[];
-  parentConversationId: string | null;
-  public: boolean | null;
-  agentType: string;
-  /** Paragraphs appended to the row's system prompt (plan mode, system_message_suffix). */
-  promptSuffixes: string[];
-  systemEventId: string;
-  /** The initial message's MessageEvent payload (masked); null: no message, no run. */
-  userMessage: { id: string; payload: unknown } | null;
 }
 
 export type WarmClaimOutcome =
@@ -224,29 +181,13 @@ export type WarmClaimOutcome =
  */
 export const claimWarmStartAtOnce = async (db: Kysely<Database>, input: WarmClaimInput): Promise<WarmClaimOutcome> => {
   const p = {
-    user_id: input.userId,
-    task_id: input.taskId,
-    conversation_id: input.conversationId,
+    ...openingParams(input.conversation, input.first),
+    llm_model: input.llmModel,
     request: input.request,
     spec: input.spec,
     fresh_secs: WARM_ROW_FRESH_MS / 1000,
     max_in_flight: input.maxInFlight ?? null,
     max_sandboxes: input.maxSandboxes ?? null,
-    title: input.title,
-    session_key_hash: input.sessionKey.hash,
-    session_key_sealed: input.sessionKey.sealed,
-    llm_model: input.llmModel,
-    selected_branch: input.selectedBranch,
-    git_provider: input.gitProvider,
-    trigger: input.trigger,
-    pr_number: input.prNumber,
-    parent_conversation_id: input.parentConversationId,
-    public: input.public,
-    agent_type: input.agentType,
-    prompt_suffixes: input.promptSuffixes,
-    system_event_id: input.systemEventId,
-    user_event_id: input.userMessage?.id ?? null,
-    user_message: input.userMessage?.payload ?? null,
   };
   const r = await sql<{
     claim: Record<string, unknown>;
@@ -264,7 +205,7 @@ export const claimWarmStartAtOnce = async (db: Kysely<Database>, input: WarmClai
       claim.run_id == null
         ? null
         : {
-            conversationId: input.conversationId,
+            conversationId: input.conversation.id,
             runId: String(claim.run_id),
             engineId: (claim.engine_id as string | null) ?? null,
           },

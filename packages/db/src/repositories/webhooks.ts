@@ -1,6 +1,6 @@
-import { newId, toHexId, type WebhookDeliveryStatus, type WebhookEventType } from "@tern/core";
+import { newId, type WebhookDeliveryStatus, type WebhookEventType } from "@tern/core";
 import { type Kysely, type Selectable, sql } from "kysely";
-import type { Database, StartTasksTable, WebhookDeliveriesTable, WebhooksTable } from "../schema.ts";
+import type { Database, WebhookDeliveriesTable, WebhooksTable } from "../schema.ts";
 
 export interface Webhook {
   id: string;
@@ -57,30 +57,12 @@ const toDelivery = (r: Selectable<WebhookDeliveriesTable>): WebhookDelivery => (
 });
 
 /**
- * The outbox write of a start task's status change: one pending delivery per live webhook of the
- * task's user that subscribed to `start_task.status`. Call it in the transaction of the change.
+ * The outbox write of a start task's status change (tern_task_webhooks: one pending delivery per
+ * live webhook of the task's user that subscribed to `start_task.status`, of the row as it is
+ * now). Call it in the transaction of the change.
  */
-export const writeStartTaskStatusOutbox = async (
-  trx: Kysely<Database>,
-  task: Selectable<StartTasksTable>,
-): Promise<void> => {
-  // A sandbox's own start (POST /api/v1/sandboxes) is no conversation's: no start-task webhook tells of it.
-  if (task.kind === "sandbox") return;
-  const data = {
-    id: toHexId(task.id),
-    status: task.status,
-    detail: task.detail,
-    app_conversation_id: task.app_conversation_id === null ? null : toHexId(task.app_conversation_id),
-    sandbox_id: task.sandbox_id === null ? null : toHexId(task.sandbox_id),
-    created_at: task.created_at,
-    updated_at: task.updated_at,
-  };
-  await sql`
-    insert into webhook_deliveries (webhook_id, event_type, data)
-    select w.id, 'start_task.status', ${JSON.stringify(data)}::jsonb
-    from webhooks w
-    where w.user_id = ${task.user_id} and w.deleted_at is null and 'start_task.status' = any(w.events)
-  `.execute(trx);
+export const writeStartTaskStatusOutbox = async (trx: Kysely<Database>, taskId: string): Promise<void> => {
+  await sql`select tern_task_webhooks(${taskId}::uuid)`.execute(trx);
 };
 
 /** How a delivery's try went, as the worker reports it. */

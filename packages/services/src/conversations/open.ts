@@ -1,25 +1,20 @@
 import {
   type Conversation,
-  type EventDraft,
   type GitProvider,
   issueSessionApiKey,
   newEvent,
+  newId,
   type RepositoryHook,
   type SecretBox,
   type Skill,
+  type StartRequest,
   type StartTask,
   type SystemPromptTool,
   skillsTriggeredBy,
   textOfContent,
   toHexId,
 } from "@tern/core";
-import {
-  conversationsRepository,
-  type Database,
-  eventsRepository,
-  sandboxesRepository,
-  userSettingsRepository,
-} from "@tern/db";
+import { conversationsRepository, type Database, type OpeningConversation, userSettingsRepository } from "@tern/db";
 import type { Kysely } from "kysely";
 import { maskMessageContent } from "../secrets.ts";
 
@@ -48,66 +43,81 @@ export interface OpenedStart {
   systemPrompt: (llmModel: string | null) => { text: string; tools: SystemPromptTool[] };
 }
 
+/** The paragraphs a request appends to the system prompt: plan mode, then its system_message_suffix. */
+export const promptSuffixesOf = (request: StartRequest): string[] => [
+  ...(request.agent_type === "plan" ? [PLAN_AGENT_INSTRUCTION] : []),
+  ...(request.system_message_suffix ? [request.system_message_suffix] : []),
+];
+
 /**
- * Opens the conversation a start made: its record and its first events (system prompt, the
- * initial user message). Idempotent: a second call for the same task finds the conversation and
- * its events and adds nothing. The first run is the caller's to ask for (requestRun, with the
- * conversation's own id), in the transaction that makes the task READY.
+ * The conversation a start opens, as the request and the task make it, for both ways of opening
+ * it (the pipeline's and the warm claim's): what its sandbox gives it comes apart.
  */
-export const openConversation = async (deps: OpenConversationDeps, start: OpenedStart): Promise<Conversation> => {
-  const { task, workspace, skills, hooks, sandboxId } = start;
+export const openingOf = (
+  secretBox: SecretBox,
+  task: Pick<StartTask, "id" | "userId" | "request">,
+  conversationId: string,
+): OpeningConversation => {
   const request = task.request;
-  const id = start.conversationId;
-  const conversation = await conversationsRepository(deps.db).createForTask({
-    id,
+  return {
+    id: conversationId,
     userId: task.userId,
     startTaskId: task.id,
-    title: request.title ?? `Conversation ${toHexId(id).slice(0, 5)}`,
-    sandboxId,
-    sessionApiKey: issueSessionApiKey(deps.secretBox, id).stored,
-    selectedRepository: workspace.repository?.fullName ?? null,
+    title: request.title ?? `Conversation ${toHexId(conversationId).slice(0, 5)}`,
+    sessionApiKey: issueSessionApiKey(secretBox, conversationId).stored,
     selectedBranch: request.selected_branch ?? null,
-    gitProvider: request.git_provider ?? (workspace.repository ? workspace.repository.provider : null),
-    // The request's model, else the user's setting, else the deployment's.
-    llmModel:
-      request.llm_model ?? (await userSettingsRepository(deps.db).get(task.userId)).llmModel ?? deps.defaultLlmModel,
-    skills,
-    hooks,
-    workspaceDir: workspace.dir,
+    gitProvider: request.git_provider ?? null,
     trigger: request.trigger ?? null,
     prNumber: request.pr_number ?? [],
     parentConversationId: request.parent_conversation_id ?? null,
     public: request.public ?? null,
     agentType: request.agent_type ?? "default",
-  });
-  // A start that began over in a fresh sandbox finds the conversation an earlier attempt made with the old one.
-  if (conversation.sandboxId !== sandboxId) {
-    await conversationsRepository(deps.db).setSandbox(conversation.id, sandboxId);
-  }
-  await sandboxesRepository(deps.db).update(sandboxId, { conversationId: conversation.id });
+  };
+};
 
-  const prompt = start.systemPrompt(conversation.llmModel);
-  const drafts: EventDraft[] = [
-    newEvent.systemPrompt(
-      [
-        prompt.text,
-        ...(request.agent_type === "plan" ? [PLAN_AGENT_INSTRUCTION] : []),
-        ...(request.system_message_suffix ? [request.system_message_suffix] : []),
-      ].join("\n\n"),
-      prompt.tools,
-    ),
-  ];
+/**
+ * Opens the conversation a start made, through the one definition the warm claim uses too
+ * (tern_open_conversation): its record, its sandbox's link to it, its first events (the system
+ * prompt, the initial user message) and their webhook deliveries. Idempotent: a second call for
+ * the same task finds the conversation (moved to this sandbox) and its events, and adds nothing.
+ * The first run is the caller's to ask for (requestRun, with the conversation's own id), in the
+ * transaction that makes the task READY.
+ */
+export const openConversation = async (deps: OpenConversationDeps, start: OpenedStart): Promise<Conversation> => {
+  const { task, workspace, skills, hooks, sandboxId } = start;
+  const request = task.request;
+  const opening = openingOf(deps.secretBox, task, start.conversationId);
+  // The request's model, else the user's setting, else the deployment's.
+  const llmModel =
+    request.llm_model ?? (await userSettingsRepository(deps.db).get(task.userId)).llmModel ?? deps.defaultLlmModel;
   const initial = request.initial_message;
-  if (initial) {
-    const text = textOfContent(initial.content);
-    drafts.push(
-      newEvent.userMessage(
+  const userMessage = initial
+    ? newEvent.userMessage(
         // Stored masked, as every event: a secret pasted into the message is kept as <secret:NAME>.
-        await maskMessageContent({ db: deps.db, secretBox: deps.secretBox }, conversation, initial.content),
-        skillsTriggeredBy(skills, text).map((m) => m.skill.name),
-      ),
-    );
-  }
-  await eventsRepository(deps.db).append(conversation.id, drafts, { onlyIfEmpty: true });
-  return conversation;
+        await maskMessageContent(
+          { db: deps.db, secretBox: deps.secretBox },
+          { userId: task.userId, startTaskId: task.id },
+          initial.content,
+        ),
+        skillsTriggeredBy(skills, textOfContent(initial.content)).map((m) => m.skill.name),
+      )
+    : null;
+  return conversationsRepository(deps.db).createForTask(
+    {
+      ...opening,
+      sandboxId,
+      selectedRepository: workspace.repository?.fullName ?? null,
+      gitProvider: opening.gitProvider ?? workspace.repository?.provider ?? null,
+      llmModel,
+      skills,
+      hooks,
+      workspaceDir: workspace.dir,
+    },
+    {
+      systemPrompt: start.systemPrompt(llmModel),
+      promptSuffixes: promptSuffixesOf(request),
+      systemEventId: newId(),
+      userMessage: userMessage ? { id: newId(), payload: userMessage.payload } : null,
+    },
+  );
 };

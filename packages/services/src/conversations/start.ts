@@ -8,14 +8,7 @@ import { assertMessageSize, assertStartAllowed } from "../quotas.ts";
 import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "../secrets.ts";
 import { assertModelAllowed } from "../settings.ts";
 import { enqueueRun } from "./runs.ts";
-import {
-  claimWarmStart,
-  claimWarmStartFast,
-  countWarmStart,
-  isWarmClaimable,
-  type WarmClaimed,
-  type WarmStartDeps,
-} from "./warm-start.ts";
+import { claimWarmStart, countWarmStart, isWarmClaimable, type WarmStartDeps } from "./warm-start.ts";
 
 /**
  * What the start request means before the task is written: a parent of the caller's (404
@@ -104,50 +97,46 @@ export const startConversation = async (
   // Fail fast while the connection is down, rather than holding a transaction open for the timeout.
   assertQueueReady(deps);
   const resolved = await resolveStartRequest(deps, userId, request);
-  // A start that needs no repository takes a warm row and answers READY. Without
-  // secrets of its own, in one round trip (tern_warm_claim: quotas, row, task, conversation,
-  // events, first run, outboxes); a fresh row proves a worker alive, so the worker directory is
-  // read only on a miss. A miss wrote nothing, and the start goes on to the queue as before. The
-  // run's job follows the commit, off the answer's path: the run is committed already.
-  let warmMissed = false;
-  if (deps.warmSpec && !withSecrets && isWarmClaimable(resolved)) {
+  // A start that needs no repository takes a warm row and answers READY, in one round trip
+  // (tern_warm_claim: quotas, row, task, conversation, events, first run, outboxes); one with
+  // secrets of its own seals them in the claim's transaction. A fresh row proves a worker alive,
+  // so the worker directory is read only on a miss. A miss wrote nothing, and the start goes on to
+  // the queue. The run's job follows the commit, off the answer's path: the run is committed already.
+  const warmSpec = deps.warmSpec;
+  if (warmSpec && isWarmClaimable(resolved)) {
     const claiming = performance.now();
-    const claimed = await claimWarmStartFast(deps, userId, resolved, deps.warmSpec);
+    const claimed =
+      withSecrets && secretBox
+        ? await deps.db.transaction().execute(async (trx) => {
+            const warm = await claimWarmStart(trx, deps, userId, resolved, warmSpec);
+            if (warm) await storeStartSecrets({ db: trx, secretBox }, warm.task.id, withSecrets);
+            return warm;
+          })
+        : await claimWarmStart(deps.db, deps, userId, resolved, warmSpec);
     if (claimed) {
       countWarmStart(claimed.task, (performance.now() - claiming) / 1000);
       if (claimed.run) void enqueueRun(deps, claimed.run);
       return claimed.task;
     }
-    warmMissed = true;
   }
   // Accepted all the same (a worker may come), but not silently: the task says what it waits for.
   const noWorker = await noWorkerAlive(deps);
-  // A start with secrets claims a warm row inside the transaction that seals them.
-  const warmSpec = !noWorker && !warmMissed && isWarmClaimable(resolved) ? deps.warmSpec : undefined;
-  const transacting = performance.now();
-  const outcome = await deps.db.transaction().execute(async (trx): Promise<WarmClaimed> => {
+  const task = await deps.db.transaction().execute(async (trx) => {
     await assertStartAllowed(trx, userId, deps.limits);
     const created = await startTasksRepository(trx).create(userId, resolved);
     if (withSecrets && secretBox) await storeStartSecrets({ db: trx, secretBox }, created.id, withSecrets);
-    if (warmSpec) {
-      const claimed = await claimWarmStart(trx, deps, created, warmSpec);
-      if (claimed) return claimed;
-    }
-    const task = noWorker ? { ...created, detail: WAITING_FOR_WORKER } : created;
+    const queued = noWorker ? { ...created, detail: WAITING_FOR_WORKER } : created;
     if (noWorker) {
-      await startTasksRepository(trx).noteWaitingForWorker(task.id);
-      deps.logger.warn({ task_id: task.id }, "start accepted while no worker is alive: it waits for one");
+      await startTasksRepository(trx).noteWaitingForWorker(queued.id);
+      deps.logger.warn({ task_id: queued.id }, "start accepted while no worker is alive: it waits for one");
     }
-    await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: task.id }), {
-      task_id: task.id,
+    await withJobQueue(deps, () => enqueue(deps.queues, "conversation.start", { taskId: queued.id }), {
+      task_id: queued.id,
     });
-    return { task, run: null };
+    return queued;
   });
-  // READY in its own transaction: a warm claim (a queued start is counted by its worker).
-  if (outcome.task.status === "READY") countWarmStart(outcome.task, (performance.now() - transacting) / 1000);
-  if (outcome.run) void enqueueRun(deps, outcome.run);
   if (noWorker) deps.onStartWaiting?.();
-  return outcome.task;
+  return task;
 };
 
 /** True only when the worker directory answered and named none; a directory that cannot be read says nothing. */

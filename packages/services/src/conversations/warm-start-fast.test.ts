@@ -1,7 +1,9 @@
-import { createLogger, newId, QuotaExceededError } from "@tern/core";
+import { createLogger, newId, QuotaExceededError, type SystemPromptTool } from "@tern/core";
 import {
   createDb,
   type DbHandle,
+  sandboxesRepository,
+  startTaskSecretsRepository,
   startTasksRepository,
   userSettingsRepository,
   usersRepository,
@@ -19,12 +21,14 @@ import {
 import type { Redis } from "ioredis";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openConversation } from "./open.ts";
+import { requestRun } from "./runs.ts";
 import { startConversation } from "./start.ts";
 
 /**
- * The warm claim in one round trip (tern_warm_claim): the same rows as the claim in
- * the start's transaction (D's warm-start.test.ts), the quotas and the webhook outbox kept, and
- * the statements the API sends for it counted on the wire.
+ * The warm claim in one round trip (tern_warm_claim): the conversation opened as the worker's
+ * pipeline opens one (tern_open_conversation), the quotas and the webhook outbox kept, and the
+ * statements the API sends for it counted on the wire.
  */
 let database: TestDatabase;
 /** The same database through a pool whose every client counts what it is sent. */
@@ -211,28 +215,95 @@ describe("the warm claim in one round trip", () => {
     expect(task.request).toEqual(row.request);
   });
 
-  it("writes the same webhook outbox as the transaction path (a start with secrets takes that one)", async () => {
+  it("opens a conversation as the worker's pipeline does: the same first events and the same webhook deliveries", async () => {
     const user = await usersRepository(database.db).create();
     await sql`insert into webhooks (id, user_id, url, events, secret_sealed)
               values (${newId()}, ${user.id}, 'http://127.0.0.1:9/h',
-                      array['start_task.status', 'conversation.event'], 'x')`.execute(database.db);
-    await addRows(2);
-    const message = { role: "user" as const, content: [{ type: "text" as const, text: "hook me" }] };
-    const fast = await startConversation(deps(), user.id, { initial_message: message });
-    const slow = await startConversation(deps(), user.id, { initial_message: message, secrets: { S: "value-1" } });
-    expect(fast.status).toBe("READY");
-    expect(slow.status).toBe("READY");
+                      array['start_task.status', 'conversation.event', 'conversation.execution_status'], 'x')`.execute(
+      database.db,
+    );
+    const [rowId] = await addRows(1, "You are the same agent.");
+    const row = await database.db
+      .selectFrom("warm_sandboxes")
+      .selectAll()
+      .where("id", "=", rowId as string)
+      .executeTakeFirstOrThrow();
+    const request = {
+      initial_message: { role: "user" as const, content: [{ type: "text" as const, text: "open me" }] },
+      agent_type: "plan" as const,
+      system_message_suffix: "Be brief.",
+    };
+    // The API's warm claim, with secrets of its own (sealed in the claim's transaction).
+    const warm = await startConversation(deps(), user.id, { ...request, secrets: { S: "value-1" } });
+    expect(warm.status).toBe("READY");
+    expect(
+      (await startTaskSecretsRepository(database.db).listAllSealed()).filter((r) => r.startTaskId === warm.id),
+    ).toHaveLength(1);
+
+    // The worker's pipeline, as its last stages write it: the task, its sandbox, the conversation
+    // opened (openConversation), then READY with the first run.
+    const task = await startTasksRepository(database.db).create(user.id, request);
+    const sandbox = await sandboxesRepository(database.db).upsert({
+      name: `tern-sbx-${task.id}`,
+      image: SPEC,
+      startTaskId: task.id,
+      status: "RUNNING",
+    });
+    const conversation = await openConversation(
+      { db: database.db, secretBox, defaultLlmModel: "row-model" },
+      {
+        task,
+        conversationId: newId(),
+        sandboxId: sandbox.id,
+        workspace: { dir: row.workspace_dir, repository: null },
+        skills: [],
+        hooks: [],
+        systemPrompt: () => ({ text: row.system_prompt.text, tools: row.system_prompt.tools as SystemPromptTool[] }),
+      },
+    );
+    // Opened twice (a retried attempt): nothing more is written.
+    await openConversation(
+      { db: database.db, secretBox, defaultLlmModel: "row-model" },
+      {
+        task,
+        conversationId: newId(),
+        sandboxId: sandbox.id,
+        workspace: { dir: row.workspace_dir, repository: null },
+        skills: [],
+        hooks: [],
+        systemPrompt: () => ({ text: "another prompt", tools: [] }),
+      },
+    );
+    await database.db.transaction().execute(async (trx) => {
+      expect(await startTasksRepository(trx).markReady(task.id, 0, conversation.id)).toBe(true);
+      await requestRun(trx, conversation.id, "engine-a", conversation.id);
+    });
+
+    const eventsOf = async (conversationId: string) =>
+      (
+        await database.db
+          .selectFrom("events")
+          .select(["seq", "kind", "source", "payload"])
+          .where("conversation_id", "=", conversationId)
+          .orderBy("seq")
+          .execute()
+      ).map((e) => ({ seq: e.seq, kind: e.kind, source: e.source, payload: e.payload }));
+    const warmEvents = await eventsOf(warm.appConversationId as string);
+    expect(warmEvents.map((e) => e.kind)).toEqual(["SystemPromptEvent", "MessageEvent"]);
+    expect(await eventsOf(conversation.id)).toEqual(warmEvents);
+    expect(JSON.stringify(warmEvents[0]?.payload)).toContain("You are the same agent.\\n\\nYou are in planning mode");
+
     const deliveries = await database.db
       .selectFrom("webhook_deliveries")
       .select(["event_type", "data"])
       .orderBy("created_at")
       .execute();
-    const of = (t: { id: string; appConversationId: string | null }) =>
+    const hex = (s: string | null) => (s ?? "").replaceAll("-", "");
+    const of = (taskId: string, conversationId: string) =>
       deliveries
         .filter((d) => {
           const data = d.data as { id?: string; conversation_id?: string };
-          const hex = (s: string | null) => (s ?? "").replaceAll("-", "");
-          return data.id === hex(t.id) || data.conversation_id === hex(t.appConversationId);
+          return data.id === hex(taskId) || data.conversation_id === hex(conversationId);
         })
         .map((d) => {
           const data = d.data as Record<string, unknown>;
@@ -241,32 +312,42 @@ describe("the warm claim in one round trip", () => {
             type: d.event_type,
             keys: Object.keys(data).sort(),
             status: data.status ?? null,
-            kind: event?.kind ?? null,
-            eventKeys: event ? Object.keys(event).sort() : null,
+            event: event ? { ...event, id: "-", timestamp: "-" } : null,
           };
         });
-    expect(of(fast)).toEqual(of(slow));
-    expect(of(fast).map((d) => d.type)).toEqual([
-      "start_task.status",
-      "conversation.event",
-      "conversation.event",
-      "start_task.status",
+    expect(of(task.id, conversation.id)).toEqual(of(warm.id, warm.appConversationId as string));
+    expect(of(warm.id, warm.appConversationId as string).map((d) => [d.type, d.status])).toEqual([
+      ["start_task.status", "WORKING"],
+      ["conversation.event", null],
+      ["conversation.event", null],
+      ["start_task.status", "READY"],
     ]);
     const ready = deliveries.find(
       (d) =>
         d.event_type === "start_task.status" &&
-        (d.data as { status: string; id: string }).status === "READY" &&
-        (d.data as { id: string }).id === fast.id.replaceAll("-", ""),
+        (d.data as { id: string; status: string }).status === "READY" &&
+        (d.data as { id: string }).id === hex(warm.id),
     );
     expect(ready?.data).toEqual({
-      id: fast.id.replaceAll("-", ""),
+      id: hex(warm.id),
       status: "READY",
       detail: null,
-      app_conversation_id: (fast.appConversationId as string).replaceAll("-", ""),
-      sandbox_id: (fast.sandboxId as string).replaceAll("-", ""),
-      created_at: fast.createdAt,
-      updated_at: fast.updatedAt,
+      app_conversation_id: hex(warm.appConversationId),
+      sandbox_id: hex(warm.sandboxId),
+      created_at: warm.createdAt,
+      updated_at: warm.updatedAt,
     });
+    // Each asked for its first run, as a queued row under the conversation's own id.
+    const runs = await database.db
+      .selectFrom("agent_runs")
+      .select(["id", "conversation_id", "status", "engine_id"])
+      .where("conversation_id", "in", [conversation.id, warm.appConversationId as string])
+      .orderBy("requested_at")
+      .execute();
+    expect(runs).toEqual([
+      { id: warm.appConversationId, conversation_id: warm.appConversationId, status: "queued", engine_id: "engine-a" },
+      { id: conversation.id, conversation_id: conversation.id, status: "queued", engine_id: "engine-a" },
+    ]);
   });
 
   it("a start past a quota is refused with nothing written and no row taken", async () => {

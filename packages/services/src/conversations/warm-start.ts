@@ -1,32 +1,9 @@
-import {
-  issueSessionApiKey,
-  metrics,
-  newEvent,
-  newId,
-  type StartRequest,
-  type StartTask,
-  type StartTaskStatus,
-  type SystemPromptTool,
-  toHexId,
-} from "@tern/core";
-import {
-  claimWarmStartAtOnce,
-  type Database,
-  type RequestedRun,
-  startTasksRepository,
-  warmSandboxesRepository,
-} from "@tern/db";
+import { metrics, newEvent, newId, type StartRequest, type StartTask } from "@tern/core";
+import { claimWarmStartAtOnce, type Database, type RequestedRun } from "@tern/db";
 import type { Kysely } from "kysely";
 import type { ServiceDeps } from "../deps.ts";
 import { startQuotaError } from "../quotas.ts";
-import { openConversation, PLAN_AGENT_INSTRUCTION } from "./open.ts";
-import { requestRun } from "./runs.ts";
-
-/** A start a warm claim served: READY, and its first run when it has an initial message. */
-export interface WarmClaimed {
-  task: StartTask;
-  run: RequestedRun | null;
-}
+import { openingOf, promptSuffixesOf } from "./open.ts";
 
 /** What the API's warm claim needs besides the services' own deps. */
 export interface WarmStartDeps {
@@ -35,6 +12,12 @@ export interface WarmStartDeps {
    * Absent: every start goes to the queue.
    */
   warmSpec?: string;
+}
+
+/** A start a warm claim served: READY, and its first run when it has an initial message. */
+export interface WarmClaimed {
+  task: StartTask;
+  run: RequestedRun | null;
 }
 
 /**
@@ -57,78 +40,19 @@ export const countWarmStart = (task: StartTask, claimSeconds: number): void => {
   );
 };
 
-/** The stages a claimed start goes through, in the queue path's order: each is recorded with its time. */
-const CLAIMED_STAGES: StartTaskStatus[] = [
-  "PREPARING_REPOSITORY",
-  "RUNNING_SETUP_SCRIPT",
-  "SETTING_UP_GIT_HOOKS",
-  "SETTING_UP_SKILLS",
-];
-
 /**
- * In the start's transaction `trx` (the task already written, WORKING): takes a warm
- * row of `spec` (FOR UPDATE SKIP LOCKED), records its sandbox for the task, opens the conversation
- * (its record, its first events, its first run as a queued row) and makes the task READY with
- * its stage history. Returns null, having written nothing, when no row is free: the caller goes
- * on with the queue path in the same transaction. The API talks to no engine here: the agent
- * run's first exec proves the sandbox alive (the worker replaces a dead one).
+ * The warm claim in one round trip (`tern_warm_claim`): the quotas, a warm row of `spec` (FOR
+ * UPDATE SKIP LOCKED), the task READY with its stage history, its sandbox, the conversation opened
+ * as the worker's pipeline opens one (tern_open_conversation), its first run (queued) and the
+ * webhook outbox, as one statement, in `db`'s transaction (a start with secrets seals them in
+ * the same one). The API talks to no engine here: the run's first exec proves the sandbox alive
+ * (the worker replaces a dead one). The message is stored as given: the caller masked it with
+ * every secret the conversation will have. Null on a miss, having written nothing (the caller
+ * goes to the queue); a quota refusal throws.
  */
 export const claimWarmStart = async (
-  trx: Kysely<Database>,
-  deps: Pick<ServiceDeps, "secretBox">,
-  task: StartTask,
-  spec: string,
-): Promise<WarmClaimed | null> => {
-  const secretBox = deps.secretBox;
-  if (!secretBox) return null;
-  const history: { status: string; at: string }[] = [{ status: "WORKING", at: task.createdAt }];
-  const enter = (status: StartTaskStatus) => history.push({ status, at: new Date().toISOString() });
-  enter("WAITING_FOR_SANDBOX");
-  const conversationId = task.request.conversation_id ?? newId();
-  // The row becomes the conversation's sandbox (same id, name and container), in the same statement.
-  const warm = await warmSandboxesRepository(trx).claim(spec, conversationId, { taskId: task.id, userId: task.userId });
-  if (!warm) {
-    metrics.poolClaims.inc({ result: "miss" });
-    return null;
-  }
-  for (const s of CLAIMED_STAGES) enter(s);
-  enter("STARTING_CONVERSATION");
-  const conversation = await openConversation(
-    { db: trx, secretBox, defaultLlmModel: warm.llmModel },
-    {
-      task,
-      conversationId,
-      sandboxId: warm.id,
-      workspace: { dir: warm.workspaceDir, repository: null },
-      skills: [],
-      hooks: [],
-      systemPrompt: () => ({ text: warm.systemPrompt.text, tools: warm.systemPrompt.tools as SystemPromptTool[] }),
-    },
-  );
-  const run = task.request.initial_message
-    ? await requestRun(trx, conversation.id, warm.engineId, conversation.id)
-    : null;
-  enter("READY");
-  const ready = await startTasksRepository(trx).readyFromWarmClaim(task.id, {
-    conversationId: conversation.id,
-    sandboxId: warm.id,
-    history,
-  });
-  if (!ready) throw new Error(`start task ${task.id} left WORKING inside its own transaction`);
-  metrics.poolClaims.inc({ result: "hit" });
-  return { task: ready, run };
-};
-
-/**
- * The warm claim in one round trip (`tern_warm_claim`): what `claimWarmStart` does inside the start's
- * transaction, and the transaction itself (quotas, task, first run), as one statement. For a start
- * whose request is already resolved and masked and that carries no secrets of its own (those are
- * sealed apart in the start's transaction: that start takes the transaction path). The message is
- * stored as given: the caller masked it with every secret the conversation will have (the user's).
- * Null on a miss, having written nothing (the caller goes to the queue); a quota refusal throws.
- */
-export const claimWarmStartFast = async (
-  deps: Pick<ServiceDeps, "db" | "secretBox" | "limits">,
+  db: Kysely<Database>,
+  deps: Pick<ServiceDeps, "secretBox" | "limits">,
   userId: string,
   request: StartRequest,
   spec: string,
@@ -137,31 +61,19 @@ export const claimWarmStartFast = async (
   if (!secretBox) return null;
   const conversationId = request.conversation_id ?? newId();
   const initial = request.initial_message;
-  const out = await claimWarmStartAtOnce(deps.db, {
-    userId,
-    taskId: newId(),
-    conversationId,
+  const out = await claimWarmStartAtOnce(db, {
+    conversation: openingOf(secretBox, { id: newId(), userId, request }, conversationId),
+    llmModel: request.llm_model ?? null,
+    first: {
+      promptSuffixes: promptSuffixesOf(request),
+      systemEventId: newId(),
+      // A warm sandbox has no skills, so no skill is triggered by the message.
+      userMessage: initial ? { id: newId(), payload: newEvent.userMessage(initial.content, []).payload } : null,
+    },
     request,
     spec,
     maxInFlight: deps.limits?.maxStartsInFlightPerUser,
     maxSandboxes: deps.limits?.maxSandboxesPerUser,
-    title: request.title ?? `Conversation ${toHexId(conversationId).slice(0, 5)}`,
-    sessionKey: issueSessionApiKey(secretBox, conversationId).stored,
-    llmModel: request.llm_model ?? null,
-    selectedBranch: request.selected_branch ?? null,
-    gitProvider: request.git_provider ?? null,
-    trigger: request.trigger ?? null,
-    prNumber: request.pr_number ?? [],
-    parentConversationId: request.parent_conversation_id ?? null,
-    public: request.public ?? null,
-    agentType: request.agent_type ?? "default",
-    promptSuffixes: [
-      ...(request.agent_type === "plan" ? [PLAN_AGENT_INSTRUCTION] : []),
-      ...(request.system_message_suffix ? [request.system_message_suffix] : []),
-    ],
-    systemEventId: newId(),
-    // A warm sandbox has no skills, so no skill is triggered by the message.
-    userMessage: initial ? { id: newId(), payload: newEvent.userMessage(initial.content, []).payload } : null,
   });
   if (out.outcome === "quota") {
     const err = startQuotaError(out, deps.limits);
