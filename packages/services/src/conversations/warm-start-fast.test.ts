@@ -125,7 +125,7 @@ describe("the warm claim in one round trip", () => {
     expect(sent[0]).toContain("tern_warm_claim");
   });
 
-  it("a start with a message: the user's secrets read to mask it, then the one claim; the relay after the answer", async () => {
+  it("a start with a message: the user's secrets read to mask it, then the one claim; the run's job after the answer", async () => {
     const user = await usersRepository(database.db).create();
     await addRows(1);
     sent.length = 0;

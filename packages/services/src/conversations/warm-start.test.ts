@@ -64,7 +64,7 @@ afterAll(async () => {
 });
 
 describe("a start without a repository claims a warm row in its own transaction", () => {
-  it("answers READY with the conversation, its sandbox, its first events, its stage history and its run's outbox entry", async () => {
+  it("answers READY with the conversation, its sandbox, its first events, its stage history and its first run", async () => {
     const user = await usersRepository(database.db).create();
     const [rowId] = await addRows(1);
     const task = await startConversation(deps(), user.id, {
