@@ -5,6 +5,7 @@ import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentServerEnv } from "../src/routes/agent-server/context.ts";
 import { agentConversationRoutes } from "../src/routes/agent-server/conversations/index.ts";
+import { agentServerErrors } from "../src/routes/agent-server/errors.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
@@ -55,9 +56,11 @@ beforeAll(async () => {
     const sandbox = await sandboxesRepository(api.database.db).get(c.req.param("sandbox_id") ?? "");
     if (!sandbox) return c.json({ detail: "Not Found" }, 404);
     c.set("agentSandbox", { sandboxId: sandbox.id, userId, via: "api_key", conversationId: null });
+    c.set("principal", { kind: "api_key", userId, isAdmin: false, keyId: "test" });
     await next();
   });
   app.route("/agent/:sandbox_id", agentConversationRoutes(api.deps));
+  app.onError(agentServerErrors(api.logger));
 }, 180_000);
 
 afterAll(async () => api?.close());

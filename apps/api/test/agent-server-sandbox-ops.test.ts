@@ -5,10 +5,9 @@ import { createSandboxedConversation, scaled, testSandboxDriver, waitFor } from 
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ApiDeps } from "../src/deps.ts";
-import type { AuthEnv } from "../src/middleware/auth.ts";
-import { errorResponse } from "../src/middleware/errors.ts";
 import { createRateLimiter, rateLimit } from "../src/middleware/rate-limit.ts";
 import type { AgentServerEnv } from "../src/routes/agent-server/context.ts";
+import { agentServerErrors } from "../src/routes/agent-server/errors.ts";
 import { agentSandboxOpsRoutes } from "../src/routes/agent-server/sandbox-ops/index.ts";
 import { checkResponse } from "./agent-server-contract.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
@@ -36,7 +35,7 @@ beforeAll(async () => {
     RATE_LIMIT_STARTS_PER_MINUTE: 0,
     RATE_LIMIT_MESSAGES_PER_MINUTE: 0,
   });
-  const app = new Hono<AgentServerEnv & AuthEnv>();
+  const app = new Hono<AgentServerEnv>();
   app.use("/agent/:sandbox_id/*", async (c, next) => {
     const sandboxId = c.req.param("sandbox_id");
     c.set("agentSandbox", { sandboxId, userId, via: "api_key", conversationId: null });
@@ -45,8 +44,8 @@ beforeAll(async () => {
     await next();
   });
   if (limiter) app.use("/agent/:sandbox_id/*", rateLimit(limiter));
-  app.route("/agent/:sandbox_id", agentSandboxOpsRoutes(deps) as unknown as Hono<AgentServerEnv & AuthEnv>);
-  app.onError((err, c) => errorResponse(err, c, api.logger));
+  app.route("/agent/:sandbox_id", agentSandboxOpsRoutes(deps));
+  app.onError(agentServerErrors(api.logger));
   const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -5,12 +5,13 @@ import {
   httpStatusOf,
   type Sandbox,
   ValidationError,
+  type WorkerOp,
   workerApi,
   workerPath,
 } from "@tern/core";
 import { sandboxesRepository } from "@tern/db";
 import { advertiseWorker, createRedis } from "@tern/queue";
-import { fetchFromWorker, readFromWorker, type WorkerReadDeps } from "@tern/services";
+import { callWorker, type WorkerReadDeps } from "@tern/services";
 import {
   createConversationFixture,
   createRedisPrefix,
@@ -79,14 +80,14 @@ describe("the workers' internal API contract", () => {
   it("a query the contract refuses is the worker's validation_failed, which reaches the client as 422", async () => {
     const sandbox = await sandboxWith("RUNNING");
     // The typed client cannot ask this; a raw path stands for a client and server out of step.
-    const path = `${workerPath("diff", sandbox.id, {})}?format=xml`;
+    const path = workerPath("diff", { sandboxId: sandbox.id }, { format: "xml" as never });
     const raw = await fetch(`http://127.0.0.1:${server.port}${path}`, {
       headers: { authorization: `Bearer ${token}` },
     });
     expect(raw.status).toBe(422);
     expect(await raw.json()).toMatchObject({ error: { code: "validation_failed" } });
 
-    const err = await fetchFromWorker(deps, sandbox, path).catch((e: unknown) => e);
+    const err = await callWorker(deps, sandbox, "diff", { format: "xml" as never }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ValidationError);
     expect((err as ValidationError).message).toMatch(/format/);
     expect(httpStatusOf[(err as ValidationError).code]).toBe(422);
@@ -94,17 +95,32 @@ describe("the workers' internal API contract", () => {
 
   it("a file read without its path is refused by the same schema", async () => {
     const sandbox = await sandboxWith("RUNNING");
-    const err = await fetchFromWorker(deps, sandbox, workerApi.file.route.replace(":sandboxId", sandbox.id)).catch(
-      (e: unknown) => e,
-    );
+    const err = await callWorker(deps, sandbox, "file", {} as never).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ValidationError);
     expect((err as ValidationError).message).toBe("path: required");
   });
 
   it("a well-formed read of a paused sandbox is the worker's conflict, 409 at the client", async () => {
     const sandbox = await sandboxWith("PAUSED");
-    const err = await readFromWorker(deps, sandbox, "file", { path: "PLAN.md" }).catch((e: unknown) => e);
+    const err = await callWorker(deps, sandbox, "file", { path: "PLAN.md" }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
     expect(httpStatusOf[(err as ConflictError).code]).toBe(409);
+  });
+
+  it("serves every operation of the contract's table at its method and route", async () => {
+    const sandbox = await sandboxWith("PAUSED");
+    const unserved: string[] = [];
+    for (const op of Object.keys(workerApi) as WorkerOp[]) {
+      const { method, route } = workerApi[op];
+      const path = route.replace(":sandboxId", sandbox.id).replace(":commandId", sandbox.id);
+      const res = await fetch(`http://127.0.0.1:${server.port}${path}?path=/workspace/x`, {
+        method,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      const body = (await res.json()) as { error?: { code?: string; message?: string } };
+      // A served route reaches the sandbox's state (paused: a conflict), never the server's "Not found".
+      if (res.status === 404 && body.error?.message === "Not found") unserved.push(`${op}: ${method} ${route}`);
+    }
+    expect(unserved).toEqual([]);
   });
 });

@@ -1,4 +1,3 @@
-export * from "./agent-ops-api.ts";
 export * from "./api-key-secret.ts";
 export * from "./config.ts";
 export * from "./confirmation-policy.ts";

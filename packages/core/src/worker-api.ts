@@ -1,10 +1,13 @@
 import { z } from "zod";
 
 /**
- * THE CONTRACT OF THE WORKERS' INTERNAL HTTP API: the reads the API asks of the worker that drives
- * a sandbox's engine (apps/worker/src/http/server.ts serves them; @tern/services' worker-access.ts
- * calls them). Paths, query and body schemas live here, so the two sides cannot drift; a refusal
- * is the usual error body, its status from error-statuses.ts.
+ * THE CONTRACT OF THE WORKERS' INTERNAL HTTP API: what the API asks of the worker that drives a
+ * sandbox's engine, since the API never talks to the engine itself. The reads that need a sandbox
+ * (a file, the diff, the workspace archive) and the agent-server operations (run a bash command,
+ * write and read a file, git's view of the workspace) are one table: each operation's method,
+ * route, query schema and, where the API reads its answer, the answer's schema.
+ * apps/worker/src/http/contract.ts serves the table; @tern/services' worker-access.ts (`callWorker`)
+ * is its one client. A refusal is the usual error body, its status from error-statuses.ts.
  */
 
 export const fileDiffSchema = z
@@ -33,35 +36,121 @@ export type WorkspaceDiff = z.infer<typeof workspaceDiffSchema>;
 export const diffFormats = ["text", "json"] as const;
 export type DiffFormat = (typeof diffFormats)[number];
 
-/** Every internal read: its route (as the server mounts it) and the query it takes. */
+/** The last output of a bash command, as the worker stored it (what execute_bash_command answers). */
+export const bashLastOutputSchema = z.object({
+  id: z.string(),
+  timestamp: z.string(),
+  order: z.number().int(),
+  exitCode: z.number().int().nullable(),
+  stdout: z.string().nullable(),
+  stderr: z.string().nullable(),
+});
+
+export type BashLastOutput = z.infer<typeof bashLastOutputSchema>;
+
+/** One changed path of a repository, as the agent server's GitChange has it. */
+export const gitChangeSchema = z.object({
+  status: z.enum(["MOVED", "ADDED", "DELETED", "UPDATED"]),
+  path: z.string(),
+});
+
+export type GitChange = z.infer<typeof gitChangeSchema>;
+
+/** One file's content now and at the ref (the agent server's GitDiff); null where it does not exist. */
+export const gitFileDiffSchema = z.object({ modified: z.string().nullable(), original: z.string().nullable() });
+
+export type GitFileDiff = z.infer<typeof gitFileDiffSchema>;
+
+/** A path of the sandbox, which the worker resolves there (absolute for the agent-server operations). */
+const requiredPath = z.string({ error: "required" }).min(1, "required");
+
+/** Every operation of the workers' internal API. */
 export const workerApi = {
   /** A file of the sandbox's workspace, as text. */
   file: {
+    method: "GET",
     route: "/internal/sandboxes/:sandboxId/file",
-    query: z.object({ path: z.string({ error: "required" }).min(1, "required") }),
+    query: z.object({ path: requiredPath }),
   },
   /** The workspace's diff: `text` streams git's unified diff, `json` answers a WorkspaceDiff. */
   diff: {
+    method: "GET",
     route: "/internal/sandboxes/:sandboxId/diff",
     query: z.object({ format: z.enum(diffFormats).default("text") }),
   },
   /** The workspace directory as a .tar.gz, streamed. */
   archive: {
+    method: "GET",
     route: "/internal/sandboxes/:sandboxId/workspace.tar.gz",
     query: z.object({}),
   },
-} as const;
+  /**
+   * Runs a stored bash command (the API stored it). `wait=1`: answers once its last output is
+   * stored, with that output (null when someone else ended it); otherwise at once, 202.
+   */
+  bash: {
+    method: "POST",
+    route: "/internal/sandboxes/:sandboxId/bash/:commandId",
+    query: z.object({ wait: z.enum(["1"]).optional() }),
+    result: z.object({ finished: z.boolean(), last: bashLastOutputSchema.nullable().optional() }),
+  },
+  /** The request's body, raw, written to the file at `path` (streamed); past `max` bytes 413. */
+  upload: {
+    method: "POST",
+    route: "/internal/sandboxes/:sandboxId/agent-files",
+    query: z.object({ path: requiredPath, max: z.coerce.number().int().positive().optional() }),
+  },
+  /** The file at `path`, streamed. */
+  download: {
+    method: "GET",
+    route: "/internal/sandboxes/:sandboxId/agent-files",
+    query: z.object({ path: requiredPath }),
+  },
+  /** The changes of the repository at `path` against `ref` (OpenHands' default ref when absent). */
+  gitChanges: {
+    method: "GET",
+    route: "/internal/sandboxes/:sandboxId/git/changes",
+    query: z.object({ path: requiredPath, ref: z.string().optional() }),
+    result: z.array(gitChangeSchema),
+  },
+  /** One file's content now and at `ref`. */
+  gitDiff: {
+    method: "GET",
+    route: "/internal/sandboxes/:sandboxId/git/diff",
+    query: z.object({ path: requiredPath, ref: z.string().optional() }),
+    result: gitFileDiffSchema,
+  },
+} as const satisfies Record<
+  string,
+  { method: "GET" | "POST"; route: `/internal/${string}`; query: z.ZodType; result?: z.ZodType }
+>;
 
-export type WorkerRead = keyof typeof workerApi;
-export type WorkerReadQuery<R extends WorkerRead> = z.input<(typeof workerApi)[R]["query"]>;
+export type WorkerOp = keyof typeof workerApi;
+export type WorkerQuery<O extends WorkerOp> = z.input<(typeof workerApi)[O]["query"]>;
+/** The operations whose answer the API reads as JSON, and that answer. */
+export type WorkerResultOp = {
+  [O in WorkerOp]: (typeof workerApi)[O] extends { result: z.ZodType } ? O : never;
+}[WorkerOp];
+export type WorkerResult<O extends WorkerResultOp> = z.output<(typeof workerApi)[O]["result"]>;
 
-/** The path (with its query) of a read of one sandbox, as the client asks it. */
-export const workerPath = <R extends WorkerRead>(read: R, sandboxId: string, query: WorkerReadQuery<R>): string => {
-  const path = workerApi[read].route.replace(":sandboxId", encodeURIComponent(sandboxId));
+/** The `:name` parameters of a route, as an object of strings. */
+type RouteParams<R extends string> = R extends `${string}:${infer P}/${infer Rest}`
+  ? { [K in P]: string } & RouteParams<`/${Rest}`>
+  : R extends `${string}:${infer P}`
+    ? { [K in P]: string }
+    : Record<never, string>;
+
+export type WorkerParams<O extends WorkerOp> = RouteParams<(typeof workerApi)[O]["route"]>;
+
+/** The path (with its query) of an operation, as the client asks it. */
+export const workerPath = <O extends WorkerOp>(op: O, params: WorkerParams<O>, query: WorkerQuery<O>): string => {
+  const path = workerApi[op].route.replace(/:([A-Za-z]+)/g, (_, name: string) =>
+    encodeURIComponent((params as Record<string, string>)[name] ?? ""),
+  );
   const search = new URLSearchParams(
-    Object.entries(query as Record<string, string | undefined>).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined,
-    ),
+    Object.entries(query as Record<string, string | number | undefined>)
+      .filter((entry): entry is [string, string | number] => entry[1] !== undefined)
+      .map(([k, v]) => [k, String(v)]),
   ).toString();
   return search ? `${path}?${search}` : path;
 };

@@ -1,8 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
-  type AgentOp,
-  agentOpsPath,
-  isDomainError,
+  type BashLastOutput,
   NotFoundError,
   parseId,
   readRefusalOf,
@@ -17,9 +15,9 @@ import {
   bashEventsRepository,
   sandboxesRepository,
 } from "@tern/db";
-import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
+import { liveWorkers } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
-import { isAbort, refusedByWorker, workersInTryOrder } from "./worker-access.ts";
+import { callWorker, workerResult } from "./worker-access.ts";
 
 /**
  * The agent-server's `/api/bash`, `/api/file` and `/api/git` of one sandbox, served from
@@ -29,7 +27,6 @@ import { isAbort, refusedByWorker, workersInTryOrder } from "./worker-access.ts"
  * check its state by the one rule (sandbox-state.ts): 409 while paused or starting, 410 once gone.
  */
 
-const DEFAULT_TIMEOUT_MS = 30_000;
 /** A command the API stored but no worker took for this long is taken as never started. */
 const UNDISPATCHED_GRACE_MS = 60_000;
 
@@ -41,89 +38,6 @@ export const runningAgentSandbox = async (deps: Pick<WorkerReadDeps, "db">, sand
   const refusal = readRefusalOf(sandbox.status);
   if (refusal) throw sandboxReadError(refusal, sandbox.id);
   return sandbox;
-};
-
-/**
- * One request to the internal server of a worker that can serve `sandbox` (as fetchFromWorker, any
- * method, a body streamed when given), its answer unread. A worker's refusal comes back as the
- * domain error its code names. A streamed body can be sent once: an unreachable worker is then
- * UnavailableError rather than the next one tried.
- */
-export const callAgentOps = async (
-  deps: WorkerReadDeps,
-  sandbox: Pick<Sandbox, "id" | "engineId">,
-  op: AgentOp,
-  params: { commandId?: string },
-  query: Record<string, string | undefined>,
-  init: { method?: "GET" | "POST"; body?: ReadableStream<Uint8Array>; timeoutMs?: number; stream?: boolean } = {},
-): Promise<Response> => {
-  const path = agentOpsPath(op, { sandboxId: sandbox.id, ...params }, query);
-  const timeoutMs = init.timeoutMs ?? deps.workerAccess.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  // A streamed body can be sent once: one worker, from a fresh look at the directory. Otherwise the
-  // directory as read within WORKERS_CACHE_MS first, then (every one of those unreachable) afresh.
-  const tried = new Set<string>();
-  for (const fresh of init.body ? [true] : [false, true]) {
-    const candidates = (await workersOf(deps, sandbox, fresh)).filter((w) => !tried.has(w.workerId));
-    for (const worker of init.body ? candidates.slice(0, 1) : candidates) {
-      tried.add(worker.workerId);
-      const headersOnly = init.stream || init.body ? new AbortController() : null;
-      const timer = headersOnly
-        ? setTimeout(() => headersOnly.abort(new DOMException("timed out", "TimeoutError")), timeoutMs)
-        : undefined;
-      let res: Response;
-      try {
-        res = await fetch(new URL(path, worker.url), {
-          method: init.method ?? "GET",
-          headers: {
-            authorization: `Bearer ${deps.workerAccess.token}`,
-            ...(init.body ? { "content-type": "application/octet-stream" } : {}),
-          },
-          ...(init.body ? { body: init.body, duplex: "half" } : {}),
-          signal: headersOnly?.signal ?? AbortSignal.timeout(timeoutMs),
-        } as RequestInit);
-      } catch (err) {
-        if (isAbort(err)) throw new UnavailableError("The worker serving the sandbox did not answer in time");
-        // An upload's own refusal (over the cap) aborts the body: that error is the one to answer.
-        const cause = (err as { cause?: unknown }).cause;
-        if (isDomainError(cause)) throw cause;
-        if (isDomainError(err)) throw err;
-        forgetWorkers(deps);
-        deps.logger.warn({ err, worker_id: worker.workerId }, "worker unreachable; trying another");
-        continue;
-      } finally {
-        clearTimeout(timer);
-      }
-      if (res.ok) return res;
-      await refusedByWorker(deps.logger, worker.workerId, res);
-    }
-  }
-  throw new UnavailableError("No worker is reachable to serve the sandbox; try again shortly");
-};
-
-/**
- * How long this process reuses its read of the worker directory (two Redis round trips per
- * command otherwise). A worker gone since is found unreachable, and the directory read afresh.
- */
-const WORKERS_CACHE_MS = 1_000;
-const workersCache = new WeakMap<object, { at: number; workers: Promise<WorkerEndpoint[]> }>();
-
-const forgetWorkers = (deps: Pick<WorkerReadDeps, "redis">) => workersCache.delete(deps.redis);
-
-/** The workers that can serve the sandbox, in the order to try them (workersInTryOrder), maybe from the cache. */
-const workersOf = async (
-  deps: WorkerReadDeps,
-  sandbox: Pick<Sandbox, "engineId">,
-  fresh: boolean,
-): Promise<WorkerEndpoint[]> => {
-  const now = Date.now();
-  let entry = workersCache.get(deps.redis);
-  if (fresh || !entry || now - entry.at > WORKERS_CACHE_MS) {
-    const workers = liveWorkers(deps.redis, deps.workerAccess.prefix);
-    entry = { at: now, workers };
-    workersCache.set(deps.redis, entry);
-    workers.catch(() => forgetWorkers(deps));
-  }
-  return workersInTryOrder(await entry.workers, sandbox);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -203,16 +117,6 @@ export const finishOrphanedCommands = async (deps: WorkerReadDeps, sandboxId: st
   return finished;
 };
 
-/** The last output of a command as the worker stored it (apps/worker's StoredLastOutput). */
-interface WorkerLastOutput {
-  id: string;
-  timestamp: string;
-  order: number;
-  exitCode: number | null;
-  stdout: string | null;
-  stderr: string | null;
-}
-
 /**
  * Stores the command and has a worker run it. `wait`: resolves once it finished (its last output
  * stored), with that output when the worker said what it stored (null: read it back). A worker
@@ -241,13 +145,12 @@ export const startAgentBashCommand = async (
   const sandbox = { id: command.sandboxId, engineId: stored.engineId };
   let last: BashEventJson | null = null;
   try {
-    const res = await callAgentOps(deps, sandbox, "bash", { commandId: command.id }, opts.wait ? { wait: "1" } : {}, {
-      method: "POST",
+    const res = await callWorker(deps, sandbox, "bash", opts.wait ? { wait: "1" } : {}, {
+      params: { commandId: command.id },
       ...(opts.wait ? { timeoutMs: (request.timeout + 60) * 1000 } : {}),
     });
     if (opts.wait) {
-      const body = (await res.json().catch(() => null)) as { last?: WorkerLastOutput | null } | null;
-      const out = body?.last;
+      const out: BashLastOutput | null | undefined = (await workerResult("bash", res).catch(() => null))?.last;
       if (out) {
         last = bashEventJson({
           kind: "BashOutput",
@@ -326,31 +229,22 @@ export const uploadAgentFile = async (
   maxBytes: number,
 ): Promise<void> => {
   const sandbox = await runningAgentSandbox(deps, sandboxId);
-  const res = await callAgentOps(
-    deps,
-    sandbox,
-    "files",
-    {},
-    { path, max: String(maxBytes) },
-    { method: "POST", body, timeoutMs: 10 * 60_000 },
-  );
+  const res = await callWorker(deps, sandbox, "upload", { path, max: maxBytes }, { body, timeoutMs: 10 * 60_000 });
   await res.body?.cancel();
 };
 
 /** A file of the sandbox, its body streamed from the worker. */
 export const downloadAgentFile = async (deps: WorkerReadDeps, sandboxId: string, path: string): Promise<Response> => {
   const sandbox = await runningAgentSandbox(deps, sandboxId);
-  return callAgentOps(deps, sandbox, "files", {}, { path }, { stream: true });
+  return callWorker(deps, sandbox, "download", { path }, { stream: true });
 };
 
 export const agentGitChanges = async (deps: WorkerReadDeps, sandboxId: string, path: string, ref?: string) => {
   const sandbox = await runningAgentSandbox(deps, sandboxId);
-  const res = await callAgentOps(deps, sandbox, "gitChanges", {}, { path, ref });
-  return (await res.json()) as { status: string; path: string }[];
+  return workerResult("gitChanges", await callWorker(deps, sandbox, "gitChanges", { path, ref }));
 };
 
 export const agentGitDiff = async (deps: WorkerReadDeps, sandboxId: string, path: string, ref?: string) => {
   const sandbox = await runningAgentSandbox(deps, sandboxId);
-  const res = await callAgentOps(deps, sandbox, "gitDiff", {}, { path, ref });
-  return (await res.json()) as { modified: string | null; original: string | null };
+  return workerResult("gitDiff", await callWorker(deps, sandbox, "gitDiff", { path, ref }));
 };

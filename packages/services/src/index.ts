@@ -26,6 +26,7 @@ export * from "./sandbox-specs.ts";
 export * from "./sandbox-start.ts";
 export * from "./sandboxes.ts";
 export * from "./secrets.ts";
+export * from "./session-keys.ts";
 export * from "./settings.ts";
 export * from "./start-tasks.ts";
 export * from "./trajectory.ts";

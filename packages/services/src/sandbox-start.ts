@@ -10,12 +10,13 @@ import {
   UnauthorizedError,
   ValidationError,
 } from "@tern/core";
-import { conversationsRepository, sandboxesRepository, startTasksRepository, userSecretsRepository } from "@tern/db";
+import { sandboxesRepository, startTasksRepository, userSecretsRepository } from "@tern/db";
 import { enqueue } from "@tern/queue";
 import type { ServiceDeps } from "./deps.ts";
 import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
 import { assertStartAllowed } from "./quotas.ts";
 import { userSecretContext } from "./secrets.ts";
+import { holderOfSessionKey } from "./session-keys.ts";
 
 /** The name of a sandbox made on its own: fixed when its row is written, unique as every sandbox's. */
 const sandboxNameOf = (sandboxId: string) => `tern-sandbox-${toHexId(sandboxId)}`;
@@ -81,11 +82,13 @@ export const sandboxOfSessionKey = async (
 ): Promise<Sandbox> => {
   const sandboxId = parseId(rawSandboxId);
   if (!key || sandboxId === null) throw unauthorized();
-  let sandbox = await sandboxesRepository(deps.db).findBySessionKey(key);
-  if (!sandbox) {
-    const conversation = await conversationsRepository(deps.db).findBySessionKey(key);
-    sandbox = conversation?.sandboxId ? await sandboxesRepository(deps.db).get(conversation.sandboxId) : null;
-  }
+  const holder = await holderOfSessionKey(deps, key);
+  const sandbox =
+    holder?.kind === "sandbox"
+      ? holder.sandbox
+      : holder?.conversation.sandboxId
+        ? await sandboxesRepository(deps.db).get(holder.conversation.sandboxId)
+        : null;
   if (!sandbox || sandbox.id !== sandboxId || !sandbox.userId) throw unauthorized();
   if (sandbox.status === "MISSING" || sandbox.status === "ERROR") throw unauthorized();
   return sandbox;

@@ -2,7 +2,7 @@ import { UnavailableError } from "@tern/core";
 import type { WorkerReadDeps } from "./deps.ts";
 import { type Caller, ownedConversation } from "./ownership.ts";
 import { runningSandboxOf } from "./sandboxes.ts";
-import { readFromWorker } from "./worker-access.ts";
+import { callWorker } from "./worker-access.ts";
 
 /** What OpenHands reads when no path is given (a plan the agent keeps), relative to the workspace. */
 export const DEFAULT_FILE_PATH = "PLAN.md";
@@ -22,7 +22,7 @@ export const readWorkspaceFile = async (
 ): Promise<string> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   const sandbox = await runningSandboxOf(deps, conversation);
-  const res = await readFromWorker(deps, sandbox, "file", { path: filePath });
+  const res = await callWorker(deps, sandbox, "file", { path: filePath });
   // The time limit covers the body too: cut off half-way, the worker was too slow, not the request wrong.
   return res.text().catch((err: unknown) => {
     throw err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")

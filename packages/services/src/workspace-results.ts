@@ -2,7 +2,7 @@ import type { DiffFormat } from "@tern/core";
 import type { WorkerReadDeps } from "./deps.ts";
 import { type Caller, ownedConversation } from "./ownership.ts";
 import { runningSandboxOf } from "./sandboxes.ts";
-import { readFromWorker } from "./worker-access.ts";
+import { callWorker } from "./worker-access.ts";
 
 /**
  * What the agent produced, read from the conversation's sandbox by a worker and streamed through:
@@ -17,7 +17,7 @@ export const workspaceDiff = async (
 ): Promise<Response> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   const sandbox = await runningSandboxOf(deps, conversation);
-  return readFromWorker(deps, sandbox, "diff", { format }, { stream: format === "text" });
+  return callWorker(deps, sandbox, "diff", { format }, { stream: format === "text" });
 };
 
 export const workspaceArchive = async (
@@ -27,5 +27,5 @@ export const workspaceArchive = async (
 ): Promise<Response> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
   const sandbox = await runningSandboxOf(deps, conversation);
-  return readFromWorker(deps, sandbox, "archive", {}, { stream: true });
+  return callWorker(deps, sandbox, "archive", {}, { stream: true });
 };

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ForbiddenError, hashApiKey, UnauthorizedError } from "@tern/core";
-import { apiKeysRepository, conversationsRepository } from "@tern/db";
-import { sandboxOfSessionKey } from "@tern/services";
+import { apiKeysRepository } from "@tern/db";
+import { holderOfSessionKey, sandboxOfSessionKey, sessionOf } from "@tern/services";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
@@ -144,8 +144,16 @@ const liveApiKey = async (deps: Pick<ApiDeps, "db" | "keyCache">, key: string): 
  */
 export const kindOfKey = async (deps: ApiDeps, key: string): Promise<"api_key" | "session" | null> => {
   if (await liveApiKey(deps, key)) return "api_key";
-  if (await conversationsRepository(deps.db).findBySessionKey(key)) return "session";
+  if (await holderOfSessionKey(deps, key, { conversationsOnly: true })) return "session";
   return null;
+};
+
+/** The principal of a conversation's session key; null when no live conversation holds it. */
+const principalOfSessionKey = async (deps: ApiDeps, key: string): Promise<Principal | null> => {
+  const holder = await holderOfSessionKey(deps, key, { conversationsOnly: true });
+  if (!holder) return null;
+  const { userId, conversationId } = sessionOf(holder);
+  return { kind: "session", userId, isAdmin: false, conversationId };
 };
 
 const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): Promise<Principal> => {
@@ -159,9 +167,9 @@ const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): 
   }
   const sessionKey = c.req.header("x-session-api-key")?.trim() ?? sessionKeyOfSocket(c);
   if (sessionKey) {
-    const conversation = await conversationsRepository(deps.db).findBySessionKey(sessionKey);
-    if (!conversation) throw unauthorized("The session API key is unknown");
-    return { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id };
+    const principal = await principalOfSessionKey(deps, sessionKey);
+    if (!principal) throw unauthorized("The session API key is unknown");
+    return principal;
   }
   // The conversation page's cookie (a browser cannot add headers to an EventSource): the key it
   // holds, an API key or a session key. Writes must also carry X-Tern-Page, which another site
@@ -175,9 +183,9 @@ const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): 
     }
     const principal = await principalOfApiKey(deps, keyUsage, key);
     if (principal) return principal;
-    const conversation = await conversationsRepository(deps.db).findBySessionKey(key);
-    if (!conversation) throw unauthorized("The page's key is unknown, revoked or expired; sign in again");
-    return { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id };
+    const session = await principalOfSessionKey(deps, key);
+    if (!session) throw unauthorized("The page's key is unknown, revoked or expired; sign in again");
+    return session;
   }
   throw unauthorized("Authenticate with 'Authorization: Bearer <API key>' or 'X-Access-Token: <API key>'");
 };

@@ -2,7 +2,10 @@ import { randomUUID } from "node:crypto";
 import { Readable, Transform } from "node:stream";
 import {
   BadRequestError,
+  type BashLastOutput,
   ForbiddenError,
+  type GitChange,
+  type GitFileDiff,
   type Logger,
   NotFoundError,
   PayloadTooLargeError,
@@ -14,6 +17,7 @@ import {
 import { bashEventsRepository, type Database } from "@tern/db";
 import type { SandboxDriver } from "@tern/sandbox";
 import type { Kysely } from "kysely";
+import { GIT_EXIT, gitScript } from "../git-scripts.ts";
 import { isWithin, liveSandbox, whyExecFailed } from "./read-file.ts";
 
 /**
@@ -53,7 +57,7 @@ interface Emitter {
   /** Forgets what is buffered (not yet stored). */
   discard(): void;
   /** Stores the last event; it as stored (null: the command was already ended, nothing written). */
-  finish(exitCode: number, extraStderr?: string): Promise<StoredLastOutput | null>;
+  finish(exitCode: number, extraStderr?: string): Promise<BashLastOutput | null>;
 }
 
 /**
@@ -119,16 +123,6 @@ const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string)
   };
 };
 
-/** The last output of a command as it was stored (what execute_bash_command answers). */
-export interface StoredLastOutput {
-  id: string;
-  timestamp: string;
-  order: number;
-  exitCode: number | null;
-  stdout: string | null;
-  stderr: string | null;
-}
-
 /**
  * Starts a stored command (`/api/bash/start_bash_command` wrote it) in the sandbox, in its own bash
  * as the sandbox user, and stores its output as it comes; `done` settles once its last event is
@@ -141,7 +135,7 @@ export const startBashCommand = async (
   deps: AgentOpsDeps,
   rawSandboxId: string,
   commandId: string,
-): Promise<{ done: Promise<StoredLastOutput | null> }> => {
+): Promise<{ done: Promise<BashLastOutput | null> }> => {
   const sandboxId = parseId(rawSandboxId);
   const id = parseId(commandId);
   const repo = bashEventsRepository(deps.db);
@@ -166,7 +160,7 @@ const runStored = async (
   sandbox: Sandbox,
   dir: string,
   command: { id: string; command: string; cwd: string | null; timeout: number },
-): Promise<StoredLastOutput | null> => {
+): Promise<BashLastOutput | null> => {
   const out = outputEmitter(deps, sandbox.id, command.id);
   try {
     let stderrHead = "";
@@ -392,62 +386,6 @@ export const downloadWorkspaceFile = async (
 // ---------------------------------------------------------------------------------------------
 // git
 
-const NOT_A_REPOSITORY = 3;
-const BAD_REF = 4;
-
-/**
- * The ref git changes are compared with, as OpenHands' get_valid_ref picks it: the one asked for,
- * else the merge-base with the upstream branch, else with origin's default branch, else HEAD, else
- * the empty tree (a repository without commits).
- */
-const REF_FUNCTION = `
-pick_ref() {
-  if [ -n "$1" ]; then
-    case "$1" in -*) exit ${BAD_REF} ;; esac
-    git rev-parse --verify -q "$1^{commit}" >/dev/null 2>&1 || exit ${BAD_REF}
-    printf '%s' "$1"; return
-  fi
-  for up in '@{upstream}' 'origin/HEAD' 'origin/main' 'origin/master'; do
-    if git rev-parse --verify -q "$up" >/dev/null 2>&1; then
-      mb=$(git merge-base HEAD "$up" 2>/dev/null) && { printf '%s' "$mb"; return; }
-    fi
-  done
-  if git rev-parse --verify -q HEAD >/dev/null 2>&1; then printf HEAD; return; fi
-  printf '4b825dc642cb6eb9a060e54bf8d69288fbee4904'
-}
-`;
-
-/** `git diff --name-status` against the ref, then the untracked files (as ADDED), NUL-separated. */
-const CHANGES_SCRIPT = `
-${REF_FUNCTION}
-cd -- "$1" 2>/dev/null || exit ${NOT_A_REPOSITORY}
-top=$(git rev-parse --show-toplevel 2>/dev/null) || exit ${NOT_A_REPOSITORY}
-cd -- "$top"
-ref=$(pick_ref "$2") || exit ${BAD_REF}
-git -c core.quotepath=off --no-pager diff --name-status -z --find-renames "$ref" -- || exit 72
-printf '\\0--untracked--\\0'
-git -c core.quotepath=off --no-pager ls-files -z --others --exclude-standard || exit 73
-`;
-
-/** The file as it is now (stdout) and at the ref (after a marker), for one file's diff. */
-const DIFF_SCRIPT = `
-${REF_FUNCTION}
-f="$1"
-cd -- "$(dirname -- "$f")" 2>/dev/null || exit ${NOT_A_REPOSITORY}
-top=$(git rev-parse --show-toplevel 2>/dev/null) || exit ${NOT_A_REPOSITORY}
-rel=\${f#"$top"/}
-cd -- "$top"
-ref=$(pick_ref "$2") || exit ${BAD_REF}
-if [ -f "$f" ]; then printf 'M'; cat -- "$f"; else printf 'N'; fi
-printf '\\0--original--\\0'
-if git cat-file -e "$ref:$rel" 2>/dev/null; then printf 'O'; git show "$ref:$rel"; else printf 'N'; fi
-`;
-
-export interface GitChange {
-  status: "MOVED" | "ADDED" | "DELETED" | "UPDATED";
-  path: string;
-}
-
 const statusOf = (code: string): GitChange["status"] | null =>
   code === "M" || code === "U" || code.startsWith("T")
     ? "UPDATED"
@@ -468,12 +406,12 @@ export const workspaceGitChanges = async (
   const { real } = await workspacePath(deps, sandbox, path);
   const r = await deps.sandboxes
     .exec(refOf(sandbox), {
-      cmd: ["bash", "-c", CHANGES_SCRIPT, "changes", real, ref ?? ""],
+      cmd: gitScript("changes", real, ref ?? ""),
       maxOutputBytes: 16 * 1024 * 1024,
     })
     .catch((err) => whyExecFailed(deps, sandbox, err));
-  if (r.exitCode === NOT_A_REPOSITORY) return [];
-  if (r.exitCode === BAD_REF) throw new BadRequestError(`Invalid git ref: ${ref}`);
+  if (r.exitCode === GIT_EXIT.notARepository) return [];
+  if (r.exitCode === GIT_EXIT.badRef) throw new BadRequestError(`Invalid git ref: ${ref}`);
   if (r.exitCode !== 0) throw new BadRequestError(`git failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
   const [tracked = "", untracked = ""] = r.stdout.split("\0--untracked--\0");
   const fields = tracked.split("\0").filter((f) => f !== "");
@@ -501,17 +439,17 @@ export const workspaceGitDiff = async (
   rawSandboxId: string,
   path: string,
   ref: string | undefined,
-): Promise<{ modified: string | null; original: string | null }> => {
+): Promise<GitFileDiff> => {
   const sandbox = await liveSandbox(deps, rawSandboxId);
   const { real } = await workspacePath(deps, sandbox, path);
   const r = await deps.sandboxes
     .exec(refOf(sandbox), {
-      cmd: ["bash", "-c", DIFF_SCRIPT, "diff", real, ref ?? ""],
+      cmd: gitScript("file-diff", real, ref ?? ""),
       maxOutputBytes: 32 * 1024 * 1024,
     })
     .catch((err) => whyExecFailed(deps, sandbox, err));
-  if (r.exitCode === NOT_A_REPOSITORY) return { modified: null, original: null };
-  if (r.exitCode === BAD_REF) throw new BadRequestError(`Invalid git ref: ${ref}`);
+  if (r.exitCode === GIT_EXIT.notARepository) return { modified: null, original: null };
+  if (r.exitCode === GIT_EXIT.badRef) throw new BadRequestError(`Invalid git ref: ${ref}`);
   if (r.exitCode !== 0) throw new BadRequestError(`git failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
   if (r.truncated) throw new PayloadTooLargeError("The file is too large to diff");
   const [now = "N", then = "N"] = r.stdout.split("\0--original--\0");

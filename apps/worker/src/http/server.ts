@@ -1,32 +1,20 @@
 import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import {
-  type ErrorCode,
-  httpStatusOf,
-  isDomainError,
-  type Logger,
-  renderMetrics,
-  ValidationError,
-  type WorkerRead,
-  workerApi,
-} from "@tern/core";
+import { type ErrorCode, httpStatusOf, isDomainError, type Logger, renderMetrics } from "@tern/core";
 import type { Database } from "@tern/db";
 import type { ContainmentState, SandboxDriver } from "@tern/sandbox";
 import { Hono } from "hono";
 import type { Redis } from "ioredis";
 import { type Kysely, sql } from "kysely";
-import type { z } from "zod";
-import { registerAgentOps } from "./agent-ops-routes.ts";
-import { readSandboxFile } from "./read-file.ts";
-import { streamWorkspaceArchive, streamWorkspaceDiff, workspaceDiffFiles } from "./workspace-results.ts";
+import { serveWorkerApi } from "./contract.ts";
 
 /**
  * The worker's own HTTP server. For orchestrators: `/health` (the process answers) and `/ready`
  * (it reaches Postgres and Redis, and is not stopping). For the API, under `/internal/`, behind
- * the deployment's internal token: the reads that need a sandbox, since the API never talks to the
- * sandbox engine itself (see @tern/services' worker-access.ts). Each read is served here, from the
- * engine this worker drives; later reads (a diff, the workspace as an archive) stream their body.
+ * the deployment's internal token: the operations of the workers' internal API (@tern/core's
+ * worker-api.ts, served by ./contract.ts), since the API never talks to the sandbox engine itself
+ * (see @tern/services' worker-access.ts). Each is served here, from the engine this worker drives.
  */
 export interface InternalServerDeps {
   db: Kysely<Database>;
@@ -47,16 +35,6 @@ const errorBody = (code: ErrorCode, message: string, details?: unknown) => ({
   error: { code, message, ...(details === undefined ? {} : { details }) },
   detail: message,
 });
-
-/** A read's query, parsed by the contract's schema: a bad one is the caller's ValidationError (422). */
-const queryOf = <R extends WorkerRead>(read: R, query: Record<string, string>) => {
-  const parsed = workerApi[read].query.safeParse(query);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new ValidationError(problems.join("; "));
-  }
-  return parsed.data as z.infer<(typeof workerApi)[R]["query"]>;
-};
 
 const sameToken = (given: string, expected: string): boolean => {
   const a = Buffer.from(given);
@@ -101,26 +79,7 @@ const createInternalApp = (deps: InternalServerDeps, state: { stopping: boolean 
     await next();
   });
 
-  app.get(workerApi.file.route, async (c) => {
-    const { path } = queryOf("file", c.req.query());
-    const text = await readSandboxFile(deps, c.req.param("sandboxId"), path);
-    return c.text(text, 200);
-  });
-
-  app.get(workerApi.diff.route, async (c) => {
-    const sandboxId = c.req.param("sandboxId");
-    const { format } = queryOf("diff", c.req.query());
-    if (format === "json") return c.json(await workspaceDiffFiles(deps, sandboxId), 200);
-    const body = await streamWorkspaceDiff(deps, sandboxId);
-    return c.body(body, 200, { "content-type": "text/x-diff; charset=utf-8" });
-  });
-
-  app.get(workerApi.archive.route, async (c) => {
-    const body = await streamWorkspaceArchive(deps, c.req.param("sandboxId"));
-    return c.body(body, 200, { "content-type": "application/gzip" });
-  });
-
-  registerAgentOps(app, { ...deps, workerId: deps.workerId ?? "unknown" });
+  serveWorkerApi(app, { ...deps, workerId: deps.workerId ?? "unknown" });
 
   app.notFound((c) => c.json(errorBody("not_found", "Not found"), 404));
   app.onError((err, c) => {

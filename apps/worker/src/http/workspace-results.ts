@@ -2,6 +2,7 @@ import { Readable } from "node:stream";
 import { createGzip } from "node:zlib";
 import { type FileDiff, GoneError, PayloadTooLargeError, type WorkspaceDiff } from "@tern/core";
 import type { SandboxDriver } from "@tern/sandbox";
+import { EMPTY_TREE, GIT_EXIT, gitScript } from "../git-scripts.ts";
 import { type ReadFileDeps, readableSandbox, whyExecFailed } from "./read-file.ts";
 
 export interface WorkspaceResultDeps extends ReadFileDeps {
@@ -10,33 +11,6 @@ export interface WorkspaceResultDeps extends ReadFileDeps {
 
 /** A JSON diff is parsed here, so it is bounded; the text diff is streamed whatever its size. */
 const MAX_JSON_DIFF_BYTES = 16 * 1024 * 1024;
-const EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-const NOT_A_REPOSITORY = 3;
-
-/**
- * `git diff` of the workspace against the commit the conversation started from, untracked files
- * included (through a throw-away copy of the index, so the agent's own index is untouched; ignored
- * files stay out). The start commit is the oldest entry of HEAD's reflog when that is the clone;
- * a workspace that started empty is compared with the empty tree. Runs as the sandbox user.
- */
-const DIFF_SCRIPT = `
-cd -- "$1" 2>/dev/null && git rev-parse --git-dir >/dev/null 2>&1 || exit ${NOT_A_REPOSITORY}
-first=$(git reflog show --format='%H %gs' HEAD 2>/dev/null | tail -n 1)
-case "$first" in
-  *" clone: "*) start=\${first%% *} ;;
-  *) start=${EMPTY_TREE} ;;
-esac
-index=$(mktemp) || exit 70
-trap 'rm -f "$index"' EXIT
-real=$(git rev-parse --git-path index)
-[ -f "$real" ] && cp -- "$real" "$index" || rm -f "$index"
-export GIT_INDEX_FILE="$index"
-git add -A -- . >/dev/null 2>&1 || exit 71
-printf '%s\\n' "$start" >&2
-git -c core.quotepath=off diff --cached --no-color --no-ext-diff --find-renames "$start"
-`;
-
-const diffCommand = (dir: string) => ["bash", "-c", DIFF_SCRIPT, "diff", dir];
 
 /** Splits a unified diff (git's) into one entry per file. */
 const parseGitDiff = (text: string): FileDiff[] => {
@@ -96,14 +70,14 @@ export const streamWorkspaceDiff = async (
   });
   deps.sandboxes
     .exec(ref, {
-      cmd: diffCommand(dir),
+      cmd: gitScript("workspace-diff", dir),
       maxOutputBytes: 64 * 1024,
       onOutput: (chunk, stream) => {
         if (stream === "stdout") controller?.enqueue(encoder.encode(chunk));
       },
     })
     .then((r) => {
-      if (r.exitCode === 0 || r.exitCode === NOT_A_REPOSITORY) controller?.close();
+      if (r.exitCode === 0 || r.exitCode === GIT_EXIT.notARepository) controller?.close();
       else controller?.error(new Error(`git diff failed (exit ${r.exitCode}): ${r.stderr.trim()}`));
     })
     .catch((err) => controller?.error(err));
@@ -115,9 +89,9 @@ export const workspaceDiffFiles = async (deps: WorkspaceResultDeps, sandboxId: s
   const { sandbox, dir } = await readableSandbox(deps, sandboxId);
   const ref = sandbox.ref ?? sandbox.name;
   const r = await deps.sandboxes
-    .exec(ref, { cmd: diffCommand(dir), maxOutputBytes: MAX_JSON_DIFF_BYTES })
+    .exec(ref, { cmd: gitScript("workspace-diff", dir), maxOutputBytes: MAX_JSON_DIFF_BYTES })
     .catch((err) => whyExecFailed(deps, sandbox, err));
-  if (r.exitCode === NOT_A_REPOSITORY) return { base_commit: null, files: [] };
+  if (r.exitCode === GIT_EXIT.notARepository) return { base_commit: null, files: [] };
   if (r.exitCode !== 0) throw new Error(`git diff failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
   if (r.truncated) {
     throw new PayloadTooLargeError(`The diff is larger than ${MAX_JSON_DIFF_BYTES} bytes; ask for format=text`);

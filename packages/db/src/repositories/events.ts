@@ -273,6 +273,28 @@ export const eventsRepository = (db: Kysely<Database>) => ({
       .executeTakeFirst();
     return row ? toStored(row) : null;
   },
+
+  /**
+   * The agent's last answer: its latest `finish` call or its latest message, whichever is newer;
+   * null while it has neither. A backward scan of events_conv_ts_idx (conversation, timestamp, seq).
+   */
+  async lastAgentAnswer(conversationId: string): Promise<StoredEvent | null> {
+    const row = await db
+      .selectFrom("events")
+      .selectAll()
+      .where("conversation_id", "=", conversationId)
+      .where((eb) =>
+        eb.or([
+          eb.and([eb("kind", "=", "ActionEvent"), eb(sql`payload->>'tool_name'`, "=", "finish")]),
+          eb.and([eb("kind", "=", "MessageEvent"), eb("source", "=", "agent")]),
+        ]),
+      )
+      .orderBy("timestamp", "desc")
+      .orderBy("seq", "desc")
+      .limit(1)
+      .executeTakeFirst();
+    return row ? toStored(row) : null;
+  },
 });
 
 export type EventsRepository = ReturnType<typeof eventsRepository>;

@@ -23,9 +23,9 @@ import {
   agentServerConversationsRepository,
   confirmationsRepository,
   conversationsRepository,
+  eventsRepository,
   sandboxesRepository,
 } from "@tern/db";
-import { sql } from "kysely";
 import { z } from "zod";
 import type { ConversationDeps, ServiceDeps } from "../deps.ts";
 import { type Caller, ownedConversation, ownedConversations } from "../ownership.ts";
@@ -540,26 +540,13 @@ export const conversationInfos = async (
  * message; "" while it has neither.
  */
 export const agentFinalResponse = async (deps: Pick<ServiceDeps, "db">, conversationId: string): Promise<string> => {
-  const row = await deps.db
-    .selectFrom("events")
-    .select(["kind", "payload"])
-    .where("conversation_id", "=", conversationId)
-    .where((eb) =>
-      eb.or([
-        eb.and([eb("kind", "=", "ActionEvent"), eb(sql`payload->>'tool_name'`, "=", "finish")]),
-        eb.and([eb("kind", "=", "MessageEvent"), eb("source", "=", "agent")]),
-      ]),
-    )
-    .orderBy("timestamp", "desc")
-    .orderBy("seq", "desc")
-    .limit(1)
-    .executeTakeFirst();
-  if (!row) return "";
-  const p = row.payload as {
+  const event = await eventsRepository(deps.db).lastAgentAnswer(conversationId);
+  if (!event) return "";
+  const p = event.payload as {
     action?: { message?: unknown };
     llm_message?: { content?: { type: string; text?: string }[] };
   };
-  if (row.kind === "ActionEvent") return typeof p.action?.message === "string" ? p.action.message : "";
+  if (event.kind === "ActionEvent") return typeof p.action?.message === "string" ? p.action.message : "";
   return (p.llm_message?.content ?? [])
     .filter((b) => b.type === "text")
     .map((b) => b.text ?? "")

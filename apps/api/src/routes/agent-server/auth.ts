@@ -1,8 +1,8 @@
 import { API_KEY_PREFIX, NotFoundError, parseId, UnauthorizedError } from "@tern/core";
-import { conversationsRepository, sandboxesRepository } from "@tern/db";
+import { holderOfSessionKey, ownedSandboxes, sessionOf } from "@tern/services";
 import type { Context } from "hono";
 import type { ApiDeps } from "../../deps.ts";
-import { principalOfApiKey } from "../../middleware/auth.ts";
+import { type Principal, principalOfApiKey } from "../../middleware/auth.ts";
 import type { KeyUsage } from "../../middleware/key-usage.ts";
 import type { AgentSandbox } from "./context.ts";
 
@@ -24,13 +24,10 @@ export const presentedKey = (c: Context): string | null => {
   return c.req.header("x-access-token")?.trim() || null;
 };
 
-/** Who a valid key is, with what rate-limiter key it draws on (the same as the app routes'). */
+/** Who a valid key is: the sandbox it opens, and the app routes' principal (the services' caller, the limiter's key). */
 export interface AgentCaller {
   sandbox: AgentSandbox;
-  /** The app routes' principal of this key: the services' caller, and the rate limiter's key. */
-  principal:
-    | { kind: "api_key"; userId: string; isAdmin: boolean; keyId: string }
-    | { kind: "session"; userId: string; isAdmin: false; conversationId: string };
+  principal: Principal;
 }
 
 /**
@@ -50,30 +47,26 @@ export const authenticateAgentKey = async (
   if (!key) throw agentUnauthorized();
   const sandboxId = parseId(rawSandboxId);
   // An API key (its prefix says so; session keys are `sess_…`) is never a session key: no lookup.
-  const conversation = key.startsWith(API_KEY_PREFIX)
-    ? null
-    : await conversationsRepository(deps.db).findBySessionKey(key);
-  if (conversation) {
-    if (sandboxId === null || conversation.sandboxId !== sandboxId) throw agentUnauthorized();
+  const holder = key.startsWith(API_KEY_PREFIX) ? null : await holderOfSessionKey(deps, key);
+  if (holder) {
+    const session = sessionOf(holder);
+    if (sandboxId === null || session.sandboxId !== sandboxId) throw agentUnauthorized();
+    // A sandbox's own key draws on the limiter as `session:<its conversation or itself>`, a budget
+    // of its own like a conversation key's.
     return {
-      sandbox: { sandboxId, userId: conversation.userId, via: "session_key", conversationId: conversation.id },
-      principal: { kind: "session", userId: conversation.userId, isAdmin: false, conversationId: conversation.id },
-    };
-  }
-  const own = await sandboxesRepository(deps.db).findBySessionKey(key);
-  if (own) {
-    // A sandbox made on its own (POST /api/v1/sandboxes): its key opens that sandbox only. It draws
-    // on the limiter as `session:<sandbox id>`, a budget of its own like a conversation key's.
-    if (sandboxId === null || own.id !== sandboxId || !own.userId) throw agentUnauthorized();
-    return {
-      sandbox: { sandboxId, userId: own.userId, via: "session_key", conversationId: own.conversationId },
-      principal: { kind: "session", userId: own.userId, isAdmin: false, conversationId: own.conversationId ?? own.id },
+      sandbox: {
+        sandboxId,
+        userId: session.userId,
+        via: holder.kind === "conversation" ? "conversation_key" : "sandbox_key",
+        conversationId: holder.kind === "conversation" ? holder.conversation.id : holder.sandbox.conversationId,
+      },
+      principal: { kind: "session", userId: session.userId, isAdmin: false, conversationId: session.conversationId },
     };
   }
   const principal = await principalOfApiKey(deps, keyUsage, key);
   if (!principal) throw agentUnauthorized();
   if (sandboxId === null) throw unknownSandbox();
-  const [sandbox] = await sandboxesRepository(deps.db).findForUser(principal.userId, [sandboxId]);
+  const [sandbox] = await ownedSandboxes(deps, principal, [sandboxId]);
   if (!sandbox) throw unknownSandbox();
   return { sandbox: { sandboxId, userId: principal.userId, via: "api_key", conversationId: null }, principal };
 };

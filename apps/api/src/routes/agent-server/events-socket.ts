@@ -10,6 +10,7 @@ import type { KeyUsage } from "../../middleware/key-usage.ts";
 import type { RateLimiter } from "../../middleware/rate-limit.ts";
 import { type EventFeed, type FeedSocket, openEventFeed } from "../streams/events-socket.ts";
 import { type AgentCaller, authenticateAgentKey } from "./auth.ts";
+import type { AgentServerEnv } from "./context.ts";
 
 /** How long a socket opened without a key has to send its auth frame (as OpenHands' sockets.py). */
 const FIRST_FRAME_AUTH_TIMEOUT_MS = 10_000;
@@ -55,8 +56,7 @@ const parseAfterTimestamp = (raw: string): string | null => {
  * feeds them (openEventFeed).
  */
 export const registerAgentEventSocket = (
-  // biome-ignore lint/suspicious/noExplicitAny: the mount's router, whatever its variables.
-  router: Hono<any>,
+  router: Hono<AgentServerEnv>,
   deps: ApiDeps,
   keyUsage: KeyUsage,
   limiter: RateLimiter | null,

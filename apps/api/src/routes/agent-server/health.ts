@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import type { ApiDeps } from "../../deps.ts";
+import type { AgentServerEnv } from "./context.ts";
 
 /** The openhands-agent-server version whose API this serves (its contract: test/fixtures/openhands/agent-server.json). */
 const AGENT_SERVER_API_VERSION = "1.43.1";
@@ -15,8 +16,7 @@ const startedAt = Date.now();
  * is 503 "initializing" while no worker is alive to carry out what needs the sandbox (known only
  * when this process has the worker directory).
  */
-// biome-ignore lint/suspicious/noExplicitAny: the mount's router, whatever its variables.
-export const registerAgentHealth = (router: Hono<any>, deps: ApiDeps) => {
+export const registerAgentHealth = (router: Hono<AgentServerEnv>, deps: ApiDeps) => {
   router.get("/alive", (c) => c.json({ status: "ok" }));
   router.get("/health", (c) => c.json({ status: "ok" }));
   router.get("/ready", async (c) => {

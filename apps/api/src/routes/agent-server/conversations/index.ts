@@ -3,9 +3,9 @@ import {
   eventToJson,
   executionStatuses,
   type MessageContent,
+  NotFoundError,
   parseIsoTimestamp,
 } from "@tern/core";
-import type { ConversationSortOrder } from "@tern/db";
 import { publishRunInterrupt } from "@tern/queue";
 import {
   agentFinalResponse,
@@ -31,14 +31,13 @@ import {
   startAgentServerConversation,
   updateAgentServerSecrets,
   updateConversation,
-  validationErrorOf,
 } from "@tern/services";
 import type { Context } from "hono";
 import { z } from "zod";
 import type { ApiDeps } from "../../../deps.ts";
 import type { AgentServerEnv, AgentServerRoutes } from "../context.ts";
 import { newAgentServerRouter } from "../context.ts";
-import { agentServerError } from "./errors.ts";
+import { jsonBody, parseRequest } from "../errors.ts";
 
 /**
  * `/api/conversations` and `/api/conversations/{id}/events` of the agent server, with
@@ -56,23 +55,6 @@ const scopeOf = (c: C): SandboxScope => {
 
 /** The caller the app-server services take: the sandbox's owner (the session key reaches every conversation of its sandbox). */
 const callerOf = (c: C) => ({ userId: c.get("agentSandbox").userId });
-
-const parseOr422 = <T>(schema: z.ZodType<T>, value: unknown, where: string): T => {
-  const r = schema.safeParse(value);
-  if (!r.success) throw validationErrorOf(where, r.error);
-  return r.data;
-};
-
-const jsonBody = async (c: C): Promise<unknown> => {
-  try {
-    return await c.req.json();
-  } catch {
-    throw validationErrorOf(
-      "body",
-      new z.ZodError([{ code: "custom", path: [], message: "must be JSON", input: null }]),
-    );
-  }
-};
 
 const limitParam = z.coerce.number().int().gt(0).lte(100).default(100);
 
@@ -110,11 +92,19 @@ const conversationSearchQuery = z.object({
   sort_order: z.enum(["CREATED_AT", "UPDATED_AT", "CREATED_AT_DESC", "UPDATED_AT_DESC"]).default("CREATED_AT_DESC"),
 });
 
+/** `?ids=` of the batch read: at least one, fewer than 100 (the agent server's bound). */
+const batchQuery = z.object({ ids: z.array(z.string()).min(1).max(99) });
+
+/** A message sent to the conversation: only the user's. */
+const userMessageSchema = agentSendMessageSchema.refine((m) => m.role === "user", {
+  path: ["role"],
+  message: "only user messages can be sent",
+});
+
 const success = (c: C) => c.json({ success: true }, 200);
 
 export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   const r = newAgentServerRouter();
-  r.onError(agentServerError(deps.logger));
   const llm = {
     llmModels: {
       LLM_PROVIDER: deps.config.LLM_PROVIDER,
@@ -130,14 +120,14 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   // ---- conversations: reads
 
   r.get("/api/conversations/search", async (c) => {
-    const q = parseOr422(conversationSearchQuery, c.req.query(), "query");
+    const q = parseRequest(conversationSearchQuery, c.req.query(), "query");
     const page = await searchConversations(deps, callerOf(c), {
       filter: {
         sandboxId: scopeOf(c).sandboxId,
         includeSubConversations: true,
         ...(q.status ? { executionStatus: q.status } : {}),
       },
-      order: q.sort_order as ConversationSortOrder,
+      order: q.sort_order,
       limit: q.limit,
       pageId: q.page_id,
     });
@@ -145,7 +135,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   r.get("/api/conversations/count", async (c) => {
-    const q = parseOr422(z.object({ status: z.enum(executionStatuses).optional() }), c.req.query(), "query");
+    const q = parseRequest(z.object({ status: z.enum(executionStatuses).optional() }), c.req.query(), "query");
     const n = await countConversations(deps, callerOf(c), {
       sandboxId: scopeOf(c).sandboxId,
       includeSubConversations: true,
@@ -155,17 +145,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   r.get("/api/conversations", async (c) => {
-    const ids = c.req.queries("ids") ?? [];
-    if (ids.length === 0)
-      throw validationErrorOf(
-        "query",
-        new z.ZodError([{ code: "custom", path: ["ids"], message: "Field required", input: null }]),
-      );
-    if (ids.length >= 100)
-      throw validationErrorOf(
-        "query",
-        new z.ZodError([{ code: "custom", path: ["ids"], message: "at most 99 ids", input: ids }]),
-      );
+    const { ids } = parseRequest(batchQuery, { ids: c.req.queries("ids") }, "query");
     return c.json(await infos(await sandboxConversations(deps, scopeOf(c), ids)), 200);
   });
 
@@ -189,7 +169,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   r.patch("/api/conversations/:conversation_id", async (c) => {
-    const body = parseOr422(
+    const body = parseRequest(
       z.looseObject({ title: z.string().min(1).max(200).nullish(), tags: z.record(z.string(), z.string()).nullish() }),
       await jsonBody(c),
       "body",
@@ -228,13 +208,13 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   r.post("/api/conversations/:conversation_id/secrets", async (c) => {
-    const body = parseOr422(z.object({ secrets: z.record(z.string(), z.unknown()) }), await jsonBody(c), "body");
+    const body = parseRequest(z.object({ secrets: z.record(z.string(), z.unknown()) }), await jsonBody(c), "body");
     await updateAgentServerSecrets(deps, scopeOf(c), c.req.param("conversation_id"), body.secrets);
     return success(c);
   });
 
   r.post("/api/conversations/:conversation_id/confirmation_policy", async (c) => {
-    const body = parseOr422(z.object({ policy: confirmationPolicySchema }), await jsonBody(c), "body");
+    const body = parseRequest(z.object({ policy: confirmationPolicySchema }), await jsonBody(c), "body");
     const conversation = await own(c);
     await setConfirmationPolicy(deps, callerOf(c), conversation.id, body.policy);
     return success(c);
@@ -243,7 +223,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   // ---- events
 
   r.get("/api/conversations/:conversation_id/events/search", async (c) => {
-    const q = parseOr422(
+    const q = parseRequest(
       z.object({
         page_id: z.string().optional(),
         limit: limitParam,
@@ -264,7 +244,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   r.get("/api/conversations/:conversation_id/events/count", async (c) => {
-    const q = parseOr422(z.object(eventFilterParams), c.req.query(), "query");
+    const q = parseRequest(z.object(eventFilterParams), c.req.query(), "query");
     const conversation = await own(c);
     return c.json(await countEvents(deps, callerOf(c), conversation.id, toEventQuery(q)), 200);
   });
@@ -273,7 +253,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
     // FastAPI reads this route's `event_ids: list[str]` from the body; `?event_ids=` is taken too.
     let ids = c.req.queries("event_ids") ?? [];
     if (ids.length === 0 && c.req.header("content-type")?.includes("json")) {
-      ids = parseOr422(z.array(z.string()), await jsonBody(c), "body");
+      ids = parseRequest(z.array(z.string()), await jsonBody(c), "body");
     }
     const conversation = await own(c);
     const events = await eventsByIds(deps, callerOf(c), conversation.id, ids);
@@ -286,20 +266,12 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   r.get("/api/conversations/:conversation_id/events/:event_id", async (c) => {
     const conversation = await own(c);
     const [event] = await eventsByIds(deps, callerOf(c), conversation.id, [c.req.param("event_id")]);
-    if (!event) return c.json({ detail: "Not Found" }, 404);
+    if (!event) throw new NotFoundError("Not Found");
     return c.json(eventToJson(event), 200);
   });
 
   r.post("/api/conversations/:conversation_id/events", async (c) => {
-    const body = parseOr422(agentSendMessageSchema, await jsonBody(c), "body");
-    if (body.role !== "user") {
-      throw validationErrorOf(
-        "body",
-        new z.ZodError([
-          { code: "custom", path: ["role"], message: "only user messages can be sent", input: body.role },
-        ]),
-      );
-    }
+    const body = parseRequest(userMessageSchema, await jsonBody(c), "body");
     const conversation = await own(c);
     if (body.run) await assertAgentSandboxLive(deps, scopeOf(c).sandboxId);
     await sendMessage(deps, callerOf(c), conversation.id, { content: body.content as MessageContent[], run: body.run });
@@ -307,7 +279,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   r.post("/api/conversations/:conversation_id/events/respond_to_confirmation", async (c) => {
-    const body = parseOr422(
+    const body = parseRequest(
       z.object({ accept: z.boolean(), reason: z.string().default("User rejected the action.") }),
       await jsonBody(c),
       "body",

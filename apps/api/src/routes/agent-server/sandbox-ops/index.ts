@@ -1,4 +1,4 @@
-import { PayloadTooLargeError } from "@tern/core";
+import { BadRequestError, NotFoundError, PayloadTooLargeError } from "@tern/core";
 import {
   agentGitChanges,
   agentGitDiff,
@@ -13,10 +13,11 @@ import {
   uploadAgentFile,
 } from "@tern/services";
 import type { Context } from "hono";
+import { z } from "zod";
 import type { ApiDeps } from "../../../deps.ts";
-import { errorResponse } from "../../../middleware/errors.ts";
 import type { AgentServerEnv, AgentServerRoutes } from "../context.ts";
 import { newAgentServerRouter } from "../context.ts";
+import { jsonBody, parseRequest } from "../errors.ts";
 import { multipartField } from "./multipart.ts";
 
 /**
@@ -26,121 +27,58 @@ import { multipartField } from "./multipart.ts";
  * agent-sandbox-ops.ts); bash events live in Postgres. Errors carry FastAPI's `detail`.
  */
 
-/** One entry of FastAPI's 422 body. */
-interface Problem {
-  type: string;
-  loc: (string | number)[];
-  msg: string;
-  input: unknown;
-}
-
-class Unprocessable extends Error {
-  constructor(readonly problems: Problem[]) {
-    super("unprocessable");
-  }
-}
-
-const missing = (where: "query" | "body", name: string, input: unknown = null): Problem => ({
-  type: "missing",
-  loc: [where, name],
-  msg: "Field required",
-  input,
-});
-
 const UUID_RE = /^(?:[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
 
+const datetime = z
+  .string()
+  .refine((v) => !Number.isNaN(new Date(v).getTime()), "Input should be a valid datetime")
+  .transform((v) => new Date(v));
+
 /** The search's query as bash_router.search_bash_events reads it. */
-const searchQueryOf = (q: Record<string, string>): BashSearch => {
-  const problems: Problem[] = [];
-  const out: BashSearch = { limit: 100 };
-  const bad = (name: string, type: string, msg: string) =>
-    problems.push({ type, loc: ["query", name], msg, input: q[name] });
-  if (q.kind__eq !== undefined) {
-    if (q.kind__eq === "BashCommand" || q.kind__eq === "BashOutput") out.kind = q.kind__eq;
-    else bad("kind__eq", "literal_error", "Input should be 'BashCommand' or 'BashOutput'");
-  }
-  if (q.command_id__eq !== undefined) {
-    if (UUID_RE.test(q.command_id__eq)) out.commandId = q.command_id__eq;
-    else bad("command_id__eq", "uuid_parsing", "Input should be a valid UUID");
-  }
-  for (const [name, key] of [
-    ["timestamp__gte", "timestampGte"],
-    ["timestamp__lt", "timestampLt"],
-  ] as const) {
-    const v = q[name];
-    if (v === undefined) continue;
-    const d = new Date(v);
-    if (Number.isNaN(d.getTime())) bad(name, "datetime_from_date_parsing", "Input should be a valid datetime");
-    else out[key] = d;
-  }
-  if (q.order__gt !== undefined) {
-    if (/^-?\d+$/.test(q.order__gt)) out.orderGt = Number(q.order__gt);
-    else bad("order__gt", "int_parsing", "Input should be a valid integer");
-  }
-  if (q.sort_order !== undefined) {
-    if (q.sort_order === "TIMESTAMP" || q.sort_order === "TIMESTAMP_DESC") out.desc = q.sort_order === "TIMESTAMP_DESC";
-    else bad("sort_order", "enum", "Input should be 'TIMESTAMP' or 'TIMESTAMP_DESC'");
-  }
-  if (q.page_id) {
-    if (/^\d{1,18}$/.test(q.page_id)) out.pageId = q.page_id;
+const bashSearchQuery = z
+  .object({
+    kind__eq: z.enum(["BashCommand", "BashOutput"]).optional(),
+    command_id__eq: z.string().regex(UUID_RE, "Input should be a valid UUID").optional(),
+    timestamp__gte: datetime.optional(),
+    timestamp__lt: datetime.optional(),
+    order__gt: z.coerce.number().int().optional(),
+    sort_order: z.enum(["TIMESTAMP", "TIMESTAMP_DESC"]).default("TIMESTAMP"),
     // An unknown page id starts at the beginning, as the agent server's does.
-  }
-  if (q.limit !== undefined) {
-    const n = Number(q.limit);
-    if (!/^\d+$/.test(q.limit)) bad("limit", "int_parsing", "Input should be a valid integer");
-    else if (n <= 0) bad("limit", "greater_than", "Input should be greater than 0");
-    else if (n > 100) bad("limit", "less_than_equal", "Input should be less than or equal to 100");
-    else out.limit = n;
-  }
-  if (problems.length) throw new Unprocessable(problems);
-  return out;
-};
+    page_id: z
+      .string()
+      .optional()
+      .transform((v) => (v && /^\d{1,18}$/.test(v) ? v : undefined)),
+    limit: z.coerce.number().int().gt(0).lte(100).default(100),
+  })
+  .transform(
+    (q): BashSearch => ({
+      limit: q.limit,
+      desc: q.sort_order === "TIMESTAMP_DESC",
+      ...(q.kind__eq ? { kind: q.kind__eq } : {}),
+      ...(q.command_id__eq ? { commandId: q.command_id__eq } : {}),
+      ...(q.timestamp__gte ? { timestampGte: q.timestamp__gte } : {}),
+      ...(q.timestamp__lt ? { timestampLt: q.timestamp__lt } : {}),
+      ...(q.order__gt !== undefined ? { orderGt: q.order__gt } : {}),
+      ...(q.page_id ? { pageId: q.page_id } : {}),
+    }),
+  );
 
-/** ExecuteBashRequest: `command` (required), `cwd` (null), `timeout` (300 s). */
-const executeRequestOf = async (c: Context): Promise<ExecuteBashRequest> => {
-  const body = (await c.req.json().catch(() => undefined)) as Record<string, unknown> | undefined;
-  if (body === undefined || body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new Unprocessable([
-      {
-        type: "model_attributes_type",
-        loc: ["body"],
-        msg: "Input should be a valid dictionary or object to extract fields from",
-        input: body ?? null,
-      },
-    ]);
-  }
-  const problems: Problem[] = [];
-  const { command, cwd = null, timeout = 300 } = body;
-  if (command === undefined) problems.push(missing("body", "command", body));
-  else if (typeof command !== "string") {
-    problems.push({
-      type: "string_type",
-      loc: ["body", "command"],
-      msg: "Input should be a valid string",
-      input: command,
-    });
-  }
-  if (cwd !== null && typeof cwd !== "string") {
-    problems.push({ type: "string_type", loc: ["body", "cwd"], msg: "Input should be a valid string", input: cwd });
-  }
-  if (typeof timeout !== "number" || !Number.isInteger(timeout)) {
-    problems.push({
-      type: "int_type",
-      loc: ["body", "timeout"],
-      msg: "Input should be a valid integer",
-      input: timeout,
-    });
-  }
-  if (problems.length) throw new Unprocessable(problems);
-  const seconds = Math.min(Math.max(timeout as number, 1), 24 * 3600);
-  return { command: command as string, cwd: cwd as string | null, timeout: seconds };
-};
+/** ExecuteBashRequest: `command` (required), `cwd` (null), `timeout` (300 s, kept within 1 s to 24 h). */
+const executeRequest = z
+  .object({
+    command: z.string(),
+    cwd: z.string().nullable().default(null),
+    timeout: z.number().int().default(300),
+  })
+  .transform((r): ExecuteBashRequest => ({ ...r, timeout: Math.min(Math.max(r.timeout, 1), 24 * 3600) }));
 
-const requiredQuery = (c: Context, name: string): string => {
-  const v = c.req.query(name);
-  if (v === undefined) throw new Unprocessable([missing("query", name)]);
-  return v;
-};
+/** `?path=` (required), and the git routes' `?ref=`. */
+const pathQuery = z.object({ path: z.string() });
+const gitQuery = z.object({ path: z.string(), ref: z.string().optional() });
+const diffQuery = gitQuery.extend({ commit: z.string().optional() });
+
+/** `?event_ids=` of the batch read: at most 100, as every batch read. */
+const batchQuery = z.object({ event_ids: z.array(z.string()).max(100).default([]) });
 
 /** The sandbox the mount resolved (and its caller owns). */
 const sandboxOf = (c: Context<AgentServerEnv>) => c.get("agentSandbox").sandboxId;
@@ -151,19 +89,19 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   // ---- /api/bash
   app.get("/api/bash/bash_events/search", async (c) => {
-    const q = searchQueryOf(c.req.query());
+    const q = parseRequest(bashSearchQuery, c.req.query(), "query");
     return c.json(await searchAgentBashEvents(deps, sandboxOf(c), q), 200);
   });
 
   app.get("/api/bash/bash_events/", async (c) => {
-    const ids = c.req.queries("event_ids") ?? [];
+    const { event_ids: ids } = parseRequest(batchQuery, { event_ids: c.req.queries("event_ids") }, "query");
     const events = await Promise.all(ids.map((id) => getAgentBashEvent(deps, sandboxOf(c), id)));
     return c.json(events, 200);
   });
 
   app.get("/api/bash/bash_events/:event_id", async (c) => {
     const event = await getAgentBashEvent(deps, sandboxOf(c), c.req.param("event_id"));
-    if (!event) return c.json({ detail: "Not Found" }, 404);
+    if (!event) throw new NotFoundError("Not Found");
     return c.json(event, 200);
   });
 
@@ -172,7 +110,7 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   );
 
   app.post("/api/bash/start_bash_command", async (c) => {
-    const request = await executeRequestOf(c);
+    const request = parseRequest(executeRequest, await jsonBody(c), "body");
     const { command } = await startAgentBashCommand(deps, sandboxOf(c), request);
     return c.json(
       {
@@ -188,7 +126,7 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   app.post("/api/bash/execute_bash_command", async (c) => {
-    const request = await executeRequestOf(c);
+    const request = parseRequest(executeRequest, await jsonBody(c), "body");
     const started = await startAgentBashCommand(deps, sandboxOf(c), request, { wait: true });
     // The worker says what it stored last; read back only when it could not (a worker that died).
     const last = started.last ?? (await lastAgentBashOutput(deps, sandboxOf(c), started.command.id));
@@ -197,19 +135,20 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   // ---- /api/file
   app.post("/api/file/upload", async (c) => {
-    const path = requiredQuery(c, "path");
+    const { path } = parseRequest(pathQuery, c.req.query(), "query");
     const length = Number(c.req.header("content-length") ?? "0");
     // Multipart framing adds a little: a body far past the cap is refused before it is read.
     if (length > maxUpload + 64 * 1024) throw new PayloadTooLargeError(`The file is larger than ${maxUpload} bytes`);
     const body = c.req.raw.body;
-    if (!body) throw new Unprocessable([missing("body", "file")]);
+    if (!body) throw new BadRequestError("Expected a multipart/form-data body");
     const file = await multipartField(body, c.req.header("content-type"), "file", maxUpload);
     await uploadAgentFile(deps, sandboxOf(c), path, file, maxUpload);
     return c.json({ success: true }, 200);
   });
 
   app.get("/api/file/download", async (c) => {
-    const res = await downloadAgentFile(deps, sandboxOf(c), requiredQuery(c, "path"));
+    const { path } = parseRequest(pathQuery, c.req.query(), "query");
+    const res = await downloadAgentFile(deps, sandboxOf(c), path);
     return new Response(res.body, {
       status: 200,
       headers: {
@@ -220,23 +159,20 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   });
 
   // ---- /api/git
-  app.get("/api/git/changes", async (c) =>
-    c.json(await agentGitChanges(deps, sandboxOf(c), requiredQuery(c, "path"), c.req.query("ref")), 200),
-  );
-
-  app.get("/api/git/diff", async (c) => {
-    const ref = c.req.query("ref");
-    const commit = c.req.query("commit");
-    if (ref !== undefined && commit !== undefined) {
-      return c.json({ detail: "'ref' and 'commit' are mutually exclusive" }, 400);
-    }
-    // The diff a single commit introduced is not served yet.
-    if (commit !== undefined) return c.json({ detail: "'commit' is not supported by this server" }, 400);
-    return c.json(await agentGitDiff(deps, sandboxOf(c), requiredQuery(c, "path"), ref), 200);
+  app.get("/api/git/changes", async (c) => {
+    const { path, ref } = parseRequest(gitQuery, c.req.query(), "query");
+    return c.json(await agentGitChanges(deps, sandboxOf(c), path, ref), 200);
   });
 
-  app.onError((err, c) =>
-    err instanceof Unprocessable ? c.json({ detail: err.problems }, 422) : errorResponse(err, c, deps.logger),
-  );
+  app.get("/api/git/diff", async (c) => {
+    const { path, ref, commit } = parseRequest(diffQuery, c.req.query(), "query");
+    if (ref !== undefined && commit !== undefined) {
+      throw new BadRequestError("'ref' and 'commit' are mutually exclusive");
+    }
+    // The diff a single commit introduced is not served.
+    if (commit !== undefined) throw new BadRequestError("'commit' is not supported by this server");
+    return c.json(await agentGitDiff(deps, sandboxOf(c), path, ref), 200);
+  });
+
   return app;
 };

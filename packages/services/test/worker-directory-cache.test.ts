@@ -1,10 +1,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { callAgentOps } from "../src/agent-sandbox-ops.ts";
+import { callWorker } from "../src/worker-access.ts";
 
 /**
- * callAgentOps reuses its read of the worker directory for a moment (two Redis round trips per
+ * callWorker reuses its read of the worker directory for a moment (two Redis round trips per
  * bash command otherwise). A worker gone since must cost one failed connect, never a refused
  * operation: the directory is read afresh and the live worker answers.
  */
@@ -52,7 +52,7 @@ const directory = (prefix: string) => {
 
 const silent = { warn: () => undefined, error: () => undefined, info: () => undefined, debug: () => undefined };
 
-describe("callAgentOps' worker directory", () => {
+describe("callWorker's worker directory", () => {
   it("reads the directory once for calls close together, and afresh when the worker it read is gone", async () => {
     const dir = directory("p");
     const old = await worker();
@@ -65,7 +65,7 @@ describe("callAgentOps' worker directory", () => {
     };
     const sandbox = { id: "00000000-0000-4000-8000-000000000001", engineId: null };
     const call = async () => {
-      const res = await callAgentOps(deps, sandbox, "gitChanges", {}, { path: "/workspace" });
+      const res = await callWorker(deps, sandbox, "gitChanges", { path: "/workspace" });
       await res.body?.cancel();
       return res.status;
     };
