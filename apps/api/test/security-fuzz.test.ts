@@ -1,7 +1,19 @@
 import { randomInt } from "node:crypto";
-import { scaled } from "@tern/testing";
+import { toHexId } from "@tern/core";
+import { conversationsRepository } from "@tern/db";
+import { createSandboxedConversation, scaled, seedEvents, testSandboxDriver } from "@tern/testing";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ContractRoute, routeKey } from "./agent-server-contract.ts";
+import {
+  type AgentIds,
+  type AgentRequest,
+  agentInit,
+  agentPath,
+  keyedAgentRoutes,
+  queryString,
+  validAgentRequest,
+} from "./agent-server-operations.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 import {
   answerText,
@@ -268,5 +280,154 @@ describe("the input fuzz, every route of the OpenAPI document", () => {
     // Nothing a run sent polluted the prototypes this process shares with the app.
     expect(({} as Record<string, unknown>).admin).toBeUndefined();
     expect(Object.prototype).not.toHaveProperty("admin");
+  });
+});
+
+/**
+ * The same fuzz over the agent-server mount: every keyed route of the committed contract that tern
+ * serves (agent-server-operations.ts), on a real sandbox and worker. Each run draws the route's
+ * ids, query and body from the owner's valid request or from the nasty values above; no answer is
+ * a 5xx, and every refusal is the agent server's JSON `{"detail": ...}`. Its positive control: the
+ * owner's valid request reaches every route's handler, and the runs that reached one are counted
+ * per route (every route must have some).
+ */
+describe("the input fuzz, every keyed route of the agent-server contract", () => {
+  let agentApi: TestApi;
+  let owner: { key: string; userId: string };
+  let sandboxId: string;
+  let ids: AgentIds;
+  const LLM_BASE_URL = "http://127.0.0.1:9/v1";
+
+  beforeAll(async () => {
+    const llmUrls = { LLM_USER_BASE_URLS: "http://127.0.0.1:" };
+    agentApi = await startTestApi({ worker: true, env: llmUrls, workerEnv: llmUrls });
+    owner = await agentApi.newUser();
+    const { conversationId } = await createSandboxedConversation({
+      db: agentApi.database.db,
+      sandboxes: testSandboxDriver(),
+      namespace: agentApi.prefix,
+      userId: owner.userId,
+      tools: [],
+    });
+    sandboxId = (await conversationsRepository(agentApi.database.db).get(conversationId))?.sandboxId ?? "";
+    await seedEvents(agentApi.database.db, conversationId, 3);
+    const base = `${agentApi.url}/agent/${toHexId(sandboxId)}`;
+    const auth = { authorization: `Bearer ${owner.key}` };
+    const events = await fetch(`${base}/api/conversations/${toHexId(conversationId)}/events/search`, { headers: auth });
+    const command = await fetch(`${base}/api/bash/start_bash_command`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ command: "true" }),
+    });
+    ids = {
+      conversation_id: toHexId(conversationId),
+      event_id: ((await events.json()) as { items: { id: string }[] }).items[0]?.id ?? "",
+      bash_event_id: ((await command.json()) as { id: string }).id,
+    };
+  }, scaled(180_000));
+
+  afterAll(async () => agentApi?.close());
+
+  /** Codes a request gets before its route's handler: the key, validation, routing, the body's size. */
+  const refusedBefore = (r: ContractRoute, status: number, detail: unknown) =>
+    [400, 401, 405, 413, 422].includes(status) ||
+    // An unknown path; a route with ids answers an unknown one "Not Found" too, from its handler.
+    (status === 404 && detail === "Not Found" && r.path_params.length === 0);
+
+  const send = (path: string, init: RequestInit) => agentApi.app.request(`http://api.test${path}`, init);
+
+  it("reaches the handler of every keyed route with the owner's valid request (the fuzz's positive control)", {
+    timeout: scaled(120_000),
+  }, async () => {
+    const unreached: string[] = [];
+    for (const r of keyedAgentRoutes()) {
+      const request = validAgentRequest(routeKey(r), ids, LLM_BASE_URL) as AgentRequest;
+      const res = await send(
+        `${agentPath(sandboxId, r, ids)}${queryString(request.query)}`,
+        agentInit(r.method, request, { authorization: `Bearer ${owner.key}` }),
+      );
+      const text = await res.text();
+      const detail = res.status >= 400 ? (JSON.parse(text) as { detail?: unknown }).detail : undefined;
+      if (refusedBefore(r, res.status, detail)) unreached.push(`${routeKey(r)} → ${res.status} ${text.slice(0, 200)}`);
+    }
+    expect(unreached).toEqual([]);
+  });
+
+  it("answers every random input below 500, with the agent server's {detail} when it refuses", {
+    timeout: scaled(600_000),
+  }, async () => {
+    const reached = new Map<string, number>();
+    const statuses = new Map<number, number>();
+    for (const r of keyedAgentRoutes()) {
+      const route = routeKey(r);
+      const valid = validAgentRequest(route, ids, LLM_BASE_URL) as AgentRequest;
+      const idArb = (name: keyof AgentIds) => fc.oneof(fc.constant(ids[name]), nastyString);
+      const names = [...Object.keys(r.query), ...POLLUTING_KEYS];
+      const query = fc.oneof(
+        fc.constant(
+          Object.entries(valid.query ?? {}).flatMap(([k, v]) => [v].flat().map((x): [string, string] => [k, x])),
+        ),
+        fc.array(fc.tuple(fc.oneof(fc.constantFrom(...names), nastyString), nastyString), { maxLength: 6 }),
+      );
+      const body = fc.oneof(
+        fc.constant<Body | { kind: "valid" }>({ kind: "valid" }),
+        junk.map((value): Body => ({ kind: "json", value })),
+        fc
+          .constantFrom("{", '{"a":', "\u0000", "not json", '{"__proto__":{"admin":true}}')
+          .map((text): Body => ({ kind: "raw", text })),
+      );
+      const asserted = fc.assert(
+        fc.asyncProperty(
+          idArb("conversation_id"),
+          idArb("event_id"),
+          idArb("bash_event_id"),
+          query,
+          body,
+          authFor,
+          async (conversation_id, event_id, bash_event_id, q, b, auth) => {
+            const key: Record<string, string> =
+              auth === "own"
+                ? { authorization: `Bearer ${owner.key}` }
+                : auth === "none"
+                  ? {}
+                  : { "x-session-api-key": auth };
+            const raw = b.kind === "json" ? JSON.stringify(b.value) : b.kind === "raw" ? b.text : undefined;
+            const init: RequestInit =
+              b.kind === "valid"
+                ? agentInit(r.method, valid, key)
+                : raw !== undefined && r.method !== "GET"
+                  ? { method: r.method, headers: { ...key, "content-type": "application/json" }, body: raw }
+                  : { method: r.method, headers: key };
+            const qs = new URLSearchParams(q).toString();
+            const path = `${agentPath(sandboxId, r, { conversation_id, event_id, bash_event_id })}${qs ? `?${qs}` : ""}`;
+            const res = await send(path, init);
+            const text = await res.text();
+            statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+            const where = `${route}: ${r.method} ${path.slice(0, 300)} → ${res.status} ${text.slice(0, 300)}`;
+            expect(res.status, where).toBeLessThan(500);
+            let detail: unknown;
+            if (res.status >= 300) {
+              expect(res.headers.get("content-type") ?? "", where).toMatch(/^application\/json/);
+              detail = (JSON.parse(text) as { detail?: unknown }).detail;
+              expect(detail, where).toBeDefined();
+            }
+            if (!refusedBefore(r, res.status, detail)) reached.set(route, (reached.get(route) ?? 0) + 1);
+          },
+        ),
+        { numRuns: RUNS_PER_OPERATION, seed: SEED, endOnFailure: true },
+      );
+      await asserted.catch((err: unknown) => {
+        throw new Error(`input fuzz of ${route} failed, ${replay}: ${String(err)}`, { cause: err });
+      });
+    }
+    console.log(
+      `agent-server input fuzz: ${keyedAgentRoutes().length} routes, ${RUNS_PER_OPERATION} runs each, ${replay}; statuses ${JSON.stringify(Object.fromEntries(statuses))}; runs that reached a handler, per route: ${JSON.stringify(Object.fromEntries(reached))}`,
+    );
+    expect(
+      keyedAgentRoutes()
+        .map(routeKey)
+        .filter((route) => !reached.get(route)),
+      "routes no run reached",
+    ).toEqual([]);
   });
 });

@@ -1,7 +1,23 @@
 import { toHexId } from "@tern/core";
-import { sandboxesRepository, startTasksRepository } from "@tern/db";
-import { createConversationFixture, seedEvents } from "@tern/testing";
+import { conversationsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
+import {
+  createConversationFixture,
+  createSandboxedConversation,
+  scaled,
+  seedEvents,
+  testSandboxDriver,
+} from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { routeKey } from "./agent-server-contract.ts";
+import {
+  type AgentIds,
+  type AgentRequest,
+  agentInit,
+  agentPath,
+  keyedAgentRoutes,
+  queryString,
+  validAgentRequest,
+} from "./agent-server-operations.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 import {
   answerText,
@@ -460,5 +476,178 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
     expect(((await convs.json()) as ({ title: string } | null)[])[0]?.title).toBe("alice-secret-conversation");
     const keys = (await (await api.call("/api/keys", { key: alice.key })).json()) as { id: string }[];
     expect(keys.map((k) => k.id)).toContain(aliceIds.key);
+  });
+});
+
+/**
+ * The same matrix over the agent-server mount (/agent/{sandbox_id}), every keyed route of the
+ * committed contract that tern serves (agent-server-operations.ts), on real sandboxes and a worker.
+ * Each route is asked four ways that must fail, then by its owner, who must succeed, in one test:
+ * - no key, and the session key of another sandbox of the same owner: 401;
+ * - another user's API key on the owner's sandbox: 404, as for a sandbox that does not exist;
+ * - that user's key on his own sandbox, naming the owner's ids: 404, or a batch's nulls;
+ * - then the owner's API key, with the same ids: the route's success (OWNER_AGENT_STATUS).
+ * No answer to the other user carries anything of the owner's.
+ */
+describe("the cross-tenant matrix, every keyed route of the agent-server contract", () => {
+  let agentApi: TestApi;
+  let owner: { key: string; userId: string };
+  let stranger: { key: string; userId: string };
+  /** The owner's sandbox with a workspace (a real container) and the owner's other sandbox. */
+  let ownSandbox: string;
+  let otherSandboxKey: string;
+  /** The stranger's own sandbox (a row: its routes refuse before they reach a container). */
+  let strangerSandbox: string;
+  const agentSecrets: string[] = [];
+  const LLM_BASE_URL = "http://127.0.0.1:9/v1";
+
+  /** What the owner gets: success, but for an answer to a confirmation when nothing waits (the rule's 409). */
+  const OWNER_AGENT_STATUS: Record<string, number> = {
+    "POST /api/conversations": 201,
+    "POST /api/conversations/{conversation_id}/events/respond_to_confirmation": 409,
+  };
+
+  const sandboxRow = async (userId: string) => {
+    const c = await createConversationFixture(agentApi.database.db, { userId, title: "agent-secret-other" });
+    const sandbox = await sandboxesRepository(agentApi.database.db).upsert({
+      name: `tern-test-agent-tenancy-${c.taskId}`,
+      image: "tern-sandbox:latest",
+      startTaskId: c.taskId,
+      conversationId: c.conversationId,
+      status: "RUNNING",
+    });
+    await agentApi.database.db
+      .updateTable("conversations")
+      .set({ sandbox_id: sandbox.id })
+      .where("id", "=", c.conversationId)
+      .execute();
+    return { sandboxId: sandbox.id, sessionApiKey: c.sessionApiKey, conversationId: c.conversationId };
+  };
+
+  /** Fresh ids of the owner's in their sandbox: a conversation with an event, and a bash command. */
+  const freshIds = async (): Promise<AgentIds> => {
+    const c = await createConversationFixture(agentApi.database.db, {
+      userId: owner.userId,
+      title: "agent-secret-title",
+    });
+    await agentApi.database.db
+      .updateTable("conversations")
+      .set({ sandbox_id: ownSandbox })
+      .where("id", "=", c.conversationId)
+      .execute();
+    await seedEvents(agentApi.database.db, c.conversationId, 1);
+    const events = await asOwner(
+      `/agent/${toHexId(ownSandbox)}/api/conversations/${toHexId(c.conversationId)}/events/search`,
+    );
+    const [event] = ((await events.json()) as { items: { id: string }[] }).items;
+    const command = await asOwner(`/agent/${toHexId(ownSandbox)}/api/bash/start_bash_command`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ command: "echo agent-secret-output" }),
+    });
+    expect(command.status).toBe(200);
+    const ids = {
+      conversation_id: toHexId(c.conversationId),
+      event_id: event?.id ?? "",
+      bash_event_id: ((await command.json()) as { id: string }).id,
+    };
+    agentSecrets.push(...Object.values(ids), c.conversationId, c.sessionApiKey);
+    return ids;
+  };
+
+  const asOwner = (path: string, init: RequestInit = {}) =>
+    fetch(`${agentApi.url}${path}`, {
+      ...init,
+      headers: { ...(init.headers ?? {}), authorization: `Bearer ${owner.key}` },
+    });
+
+  beforeAll(async () => {
+    const llmUrls = { LLM_USER_BASE_URLS: "http://127.0.0.1:" };
+    agentApi = await startTestApi({ worker: true, env: llmUrls, workerEnv: llmUrls });
+    owner = await agentApi.newUser();
+    stranger = await agentApi.newUser();
+    const { conversationId } = await createSandboxedConversation({
+      db: agentApi.database.db,
+      sandboxes: testSandboxDriver(),
+      namespace: agentApi.prefix,
+      userId: owner.userId,
+      tools: [],
+    });
+    ownSandbox = (await conversationsRepository(agentApi.database.db).get(conversationId))?.sandboxId ?? "";
+    const other = await sandboxRow(owner.userId);
+    otherSandboxKey = other.sessionApiKey;
+    strangerSandbox = (await sandboxRow(stranger.userId)).sandboxId;
+    agentSecrets.push(toHexId(ownSandbox), ownSandbox, toHexId(conversationId), conversationId, owner.key);
+    agentSecrets.push("agent-secret-title", "agent-secret-output", toHexId(owner.userId), owner.userId);
+  }, scaled(180_000));
+
+  afterAll(async () => agentApi?.close());
+
+  it("lists a valid request of its owner's for every keyed route the contract names and tern serves", () => {
+    const routes = keyedAgentRoutes().map(routeKey);
+    const probe = { conversation_id: "c", event_id: "e", bash_event_id: "b" };
+    expect(routes.filter((r) => validAgentRequest(r, probe, LLM_BASE_URL) === undefined)).toEqual([]);
+    expect(routes.length).toBeGreaterThanOrEqual(28);
+    console.log(`agent-server tenancy matrix covers ${routes.length} keyed routes`);
+  });
+
+  it("refuses no key, another sandbox's key and another user, and the owner succeeds on the same route", {
+    timeout: scaled(300_000),
+  }, async () => {
+    const failures: string[] = [];
+    const answers: { route: string; text: string }[] = [];
+    for (const r of keyedAgentRoutes()) {
+      const route = routeKey(r);
+      const ids = await freshIds();
+      const request = validAgentRequest(route, ids, LLM_BASE_URL) as AgentRequest;
+      const path = `${agentPath(ownSandbox, r, ids)}${queryString(request.query)}`;
+      const ask = async (who: string, url: string, headers: Record<string, string>) => {
+        const res = await fetch(`${agentApi.url}${url}`, agentInit(r.method, request, headers));
+        const text = await res.text();
+        answers.push({ route: `${route} (${who})`, text });
+        return { status: res.status, text };
+      };
+      const expectStatus = (who: string, got: { status: number; text: string }, want: number) => {
+        if (got.status !== want)
+          failures.push(`${route}: ${who} got ${got.status}, not ${want}: ${got.text.slice(0, 160)}`);
+      };
+
+      expectStatus("no key", await ask("no key", path, {}), 401);
+      expectStatus(
+        "another sandbox's key",
+        await ask("other key", path, { "x-session-api-key": otherSandboxKey }),
+        401,
+      );
+      expectStatus("another user", await ask("stranger", path, { authorization: `Bearer ${stranger.key}` }), 404);
+      // The stranger in his own sandbox, naming the owner's ids.
+      const batch = r.query.ids !== undefined || r.query.event_ids !== undefined;
+      if (r.path_params.length > 0 || batch) {
+        const inOwn = await ask(
+          "stranger, own sandbox",
+          `${agentPath(strangerSandbox, r, ids)}${queryString(request.query)}`,
+          { authorization: `Bearer ${stranger.key}` },
+        );
+        if (r.path_params.length > 0) expectStatus("another user in his sandbox", inOwn, 404);
+        else if (inOwn.status !== 200 || !(JSON.parse(inOwn.text) as unknown[]).every((x) => x === null)) {
+          failures.push(
+            `${route}: another user in his sandbox got ${inOwn.status} ${inOwn.text.slice(0, 160)}, not nulls`,
+          );
+        }
+      }
+      // The positive control: the owner, the same route and ids.
+      const asOwnerAnswer = await fetch(
+        `${agentApi.url}${path}`,
+        agentInit(r.method, request, { authorization: `Bearer ${owner.key}` }),
+      );
+      expectStatus(
+        "the owner",
+        { status: asOwnerAnswer.status, text: await asOwnerAnswer.text() },
+        OWNER_AGENT_STATUS[route] ?? 200,
+      );
+    }
+    for (const a of answers) {
+      for (const s of agentSecrets) if (a.text.includes(s)) failures.push(`${a.route} answered with the owner's ${s}`);
+    }
+    expect(failures).toEqual([]);
   });
 });
