@@ -1,4 +1,4 @@
-import type { Logger, SecretBox } from "@tern/core";
+import type { Logger, Resolver, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
 import type { Queues, WorkerEndpoint } from "@tern/queue";
 import type { TenantLimits, WorkerAccess } from "@tern/services";
@@ -55,4 +55,6 @@ export interface ApiDeps {
   workersAlive?: () => Promise<number>;
   /** Told when a start accepted while no worker is alive has committed (main.ts: the worker presence looks). */
   onStartWaiting?: () => void;
+  /** Name resolution for the URLs users name, for tests (a hosts mapping); the system resolver by default. */
+  resolve?: Resolver;
 }

@@ -1,6 +1,6 @@
 import { parseId } from "@tern/core";
 import { sandboxesRepository } from "@tern/db";
-import { type ApiClient, type ScriptedLlmServer, waitFor } from "@tern/testing";
+import { type ApiClient, type ScriptedLlmServer, startLlmServer, waitFor } from "@tern/testing";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentServerEnv } from "../src/routes/agent-server/context.ts";
@@ -29,14 +29,10 @@ const app = new Hono<AgentServerEnv>();
 const CLIENT_KEY = "sk-client-own-key-7f3a9c51d2";
 
 beforeAll(async () => {
-  const noLlm = { LLM_PROVIDER: "", LLM_BASE_URL: "", LLM_API_KEY: "", LLM_MODEL: "" };
-  api = await startTestApi({
-    worker: true,
-    llm: true,
-    workerEnv: { ...noLlm, LLM_USER_BASE_URLS: "http://127.0.0.1:" },
-    env: { LLM_USER_BASE_URLS: "http://127.0.0.1:" },
-  });
-  llm = api.stack.llm;
+  // The deployment has no LLM of its own; the clients' endpoint is an entry of LLM_USER_BASE_URLS.
+  llm = await startLlmServer();
+  const allow = { LLM_USER_BASE_URLS: llm.url };
+  api = await startTestApi({ worker: true, workerEnv: allow, env: allow });
   const user = await api.newUser();
   userId = user.userId;
   userKey = user.key;
@@ -63,7 +59,10 @@ beforeAll(async () => {
   app.onError(agentServerErrors(api.logger));
 }, 180_000);
 
-afterAll(async () => api?.close());
+afterAll(async () => {
+  await api?.close();
+  await llm?.close();
+});
 
 const call = async (path: string, init: { method?: string; json?: unknown } = {}): Promise<Response> =>
   app.request(`/agent/${sandboxId}${path}`, {

@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import { createLogger, type Logger, type SecretBox } from "@tern/core";
+import { createLogger, type Logger, type Resolver, type SecretBox } from "@tern/core";
 import { apiKeysRepository } from "@tern/db";
 import { createQueueEvents, QueueName, type Queues } from "@tern/queue";
 import { resolveInternalToken } from "@tern/services";
@@ -58,9 +58,11 @@ export const startTestApi = async (
     keyUsageIntervalMs?: number;
     sandboxCommandTimeoutMs?: number;
     env?: Record<string, string>;
+    /** Name resolution for the URLs users name (hostsResolver): tests never ask real DNS. */
+    resolve?: Resolver;
   } & Pick<StackOptions, "worker" | "git" | "llm" | "workerEnv" | "processTimeoutMs"> = {},
 ): Promise<TestApi> => {
-  const { keyUsageIntervalMs, sandboxCommandTimeoutMs, env, ...stackOpts } = opts;
+  const { keyUsageIntervalMs, sandboxCommandTimeoutMs, env, resolve, ...stackOpts } = opts;
   const stack = await startStack({ ...stackOpts, apiEnv: env });
   const { database, prefix, redis, queues } = stack;
   const logger = createLogger("api-test", "silent");
@@ -81,6 +83,7 @@ export const startTestApi = async (
     sandboxEvents: sandboxEvents.events,
     workerAccess,
     sandboxCommandTimeoutMs,
+    ...(resolve ? { resolve } : {}),
   };
   const app = createApp(deps);
   const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });

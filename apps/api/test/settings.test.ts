@@ -1,12 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { llmKeyContext, userLlmForRun } from "@tern/services";
+import { hostsResolver } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /** Per-user LLM settings and the operator's allow-list of models. */
 let api: TestApi;
 beforeAll(async () => {
-  api = await startTestApi({ env: { LLM_PROVIDER: "openai", LLM_MODELS: "gpt-4o,openai/gpt-4o-mini" } });
+  api = await startTestApi({
+    env: { LLM_PROVIDER: "openai", LLM_MODELS: "gpt-4o,openai/gpt-4o-mini" },
+    // A public name, and one that looks public but resolves to loopback (never real DNS here).
+    resolve: hostsResolver({ "llm.example.com": "93.184.216.34", "llm.rebind.example": "127.0.0.1" }),
+  });
 });
 afterAll(async () => api?.close());
 
@@ -100,6 +105,10 @@ describe("GET and POST /api/v1/settings", () => {
       "http://api.openai.com/v1",
       "https://127.0.0.1/v1",
       "https://localhost:8080/v1",
+      // A trailing dot and upper case name the same host; a public-looking name may resolve inside.
+      "https://localhost.:5432/v1",
+      "https://LOCALHOST.:6379/v1",
+      "https://llm.rebind.example/v1",
       "https://10.0.0.8/v1",
       "https://169.254.169.254/latest",
       "https://[::1]/v1",

@@ -118,8 +118,17 @@ export const configFields = {
   ),
   /** USD a conversation may spend on the LLM unless its user set their own max_budget_per_task; unset: no cap. */
   MAX_BUDGET_PER_TASK: z.preprocess(emptyAsUndefined, z.coerce.number().positive().optional()),
-  /** URL prefixes a user's llm_base_url may start with (`*`: any); unset: any public https URL. */
-  LLM_USER_BASE_URLS: list,
+  /**
+   * The LLM endpoints a user's llm_base_url may name (llm-access.ts): each entry covers URLs of its
+   * scheme, host and port under its path, trusted as written (plain http and private addresses
+   * included); `*`: any public https URL too. Unset: any public https URL.
+   */
+  LLM_USER_BASE_URLS: list.refine(
+    (entries) => entries.every((e) => e === "*" || hasUrlScheme(e, ["http:", "https:"])),
+    {
+      message: "each entry must be * or an http(s) URL",
+    },
+  ),
   MAX_ITERATIONS: int(1, 10_000).default(100),
   API_KEY_MAX_LIFETIME_DAYS: int(1, 36_500).default(DEFAULT_API_KEY_MAX_LIFETIME_DAYS),
   CURSOR_SECRET: z.preprocess(emptyAsUndefined, z.string().min(16).optional()),

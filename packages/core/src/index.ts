@@ -14,6 +14,7 @@ export * from "./logger.ts";
 export * from "./metrics.ts";
 export * from "./net-address.ts";
 export * from "./outbound-address.ts";
+export * from "./outbound-fetch.ts";
 export * from "./runtime.ts";
 export * from "./sandbox-state.ts";
 export * from "./schemas/api-key.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { userBaseUrlRefusal } from "./llm-access.ts";
+import { userBaseUrlAccess } from "./llm-access.ts";
 import { isNonPublicAddress, nonPublicAddressOf } from "./net-address.ts";
 
 describe("non-public addresses (one rule for webhooks, git hosts and LLM base URLs)", () => {
@@ -34,8 +34,12 @@ describe("non-public addresses (one rule for webhooks, git hosts and LLM base UR
   });
 
   it("refuses LLM base URLs on such addresses, but not public names that merely look alike", () => {
-    expect(userBaseUrlRefusal("https://[::ffff:a9fe:a9fe]/v1")).toMatch(/loopback, private or link-local/);
-    expect(userBaseUrlRefusal("https://169.254.169.254/v1")).toMatch(/loopback, private or link-local/);
-    expect(userBaseUrlRefusal("https://fdexample.com/v1")).toBeNull();
+    const reason = (url: string) => {
+      const access = userBaseUrlAccess(url);
+      return access.ok ? null : access.reason;
+    };
+    expect(reason("https://[::ffff:a9fe:a9fe]/v1")).toMatch(/loopback, private or link-local/);
+    expect(reason("https://169.254.169.254/v1")).toMatch(/loopback, private or link-local/);
+    expect(reason("https://fdexample.com/v1")).toBeNull();
   });
 });

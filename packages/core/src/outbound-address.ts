@@ -15,8 +15,14 @@ export interface OutboundAddressPolicy {
   allowHttp: boolean;
 }
 
-/** Whose settings widen the policy: a refusal names them (WEBHOOK_ALLOW_HTTP, MCP_ALLOW_PRIVATE, …). */
-export type OutboundSettings = "WEBHOOK" | "MCP";
+/**
+ * Whose settings widen the policy: a refusal names them (WEBHOOK_ALLOW_HTTP, MCP_ALLOW_PRIVATE, …;
+ * for a user's LLM endpoint, an LLM_USER_BASE_URLS entry).
+ */
+export type OutboundSettings = "WEBHOOK" | "MCP" | "LLM";
+
+const widenedBy = (settings: OutboundSettings, what: "PRIVATE" | "HTTP"): string =>
+  settings === "LLM" ? "an LLM_USER_BASE_URLS entry names it" : `${settings}_ALLOW_${what}=true`;
 
 /** Why a URL or an address is refused, for the caller's 422, the delivery's error or the run's event. */
 export class OutboundAddressError extends Error {
@@ -39,7 +45,7 @@ export const parseOutboundUrl = (raw: string | URL, policy: OutboundAddressPolic
     throw new OutboundAddressError(
       policy.allowHttp
         ? "must be an http or https URL"
-        : `must be an https URL (plain http is allowed only with ${settings}_ALLOW_HTTP=true)`,
+        : `must be an https URL (plain http only where ${widenedBy(settings, "HTTP")})`,
     );
   }
   if (url.username || url.password) throw new OutboundAddressError("must not carry credentials");
@@ -70,7 +76,7 @@ export const resolveOutboundAddresses = async (
     const refused = addresses.find((a) => isNonPublicAddress(a.address));
     if (refused) {
       throw new OutboundAddressError(
-        `resolves to ${refused.address}, a private, loopback or link-local address (refused unless ${settings}_ALLOW_PRIVATE=true)`,
+        `resolves to ${refused.address}, a private, loopback or link-local address (refused unless ${widenedBy(settings, "PRIVATE")})`,
       );
     }
   }

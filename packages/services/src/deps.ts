@@ -1,4 +1,4 @@
-import type { Logger, SecretBox } from "@tern/core";
+import type { Logger, Resolver, SecretBox } from "@tern/core";
 import type { Database } from "@tern/db";
 import type { Queues } from "@tern/queue";
 import type { QueueEvents } from "bullmq";
@@ -43,6 +43,11 @@ export interface ServiceDeps {
    * then counts it and logs it at once, not at its next look).
    */
   onStartWaiting?: () => void;
+  /**
+   * Name resolution for the URLs users name (an LLM endpoint), for tests: a hosts mapping, never
+   * real DNS there. The system resolver by default.
+   */
+  resolve?: Resolver;
 }
 
 /** Per-user and per-conversation bounds; 0 turns one off. */

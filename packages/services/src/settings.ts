@@ -117,7 +117,7 @@ export const updateSettings = async (
   change: SettingsRequest,
 ): Promise<StoredUserSettings> => {
   if (change.llm_base_url) {
-    const refusal = userBaseUrlRefusal(change.llm_base_url, deps.userBaseUrls);
+    const refusal = await userBaseUrlRefusal(change.llm_base_url, deps.userBaseUrls, deps.resolve);
     if (refusal) throw invalid("llm_base_url", refusal);
   }
   const repo = userSettingsRepository(deps.db);

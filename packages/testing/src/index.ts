@@ -2,6 +2,7 @@ export * from "./api-client.ts";
 export * from "./database.ts";
 export * from "./engine.ts";
 export * from "./git-server.ts";
+export * from "./hosts-resolver.ts";
 export * from "./llm-server.ts";
 export * from "./processes.ts";
 export * from "./provider-api-server.ts";

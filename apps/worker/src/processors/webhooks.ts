@@ -1,13 +1,4 @@
-import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
-import {
-  OutboundAddressError,
-  type OutboundAddressPolicy,
-  parseOutboundUrl,
-  pinnedLookup,
-  resolveOutboundAddresses,
-  toHexId,
-} from "@tern/core";
+import { checkedFetch, OutboundAddressError, type OutboundAddressPolicy, parseOutboundUrl, toHexId } from "@tern/core";
 import { type AttemptOutcome, type WebhookDelivery, webhookSecretContext, webhooksRepository } from "@tern/db";
 import { enqueue, type JobPayload } from "@tern/queue";
 import type { Job } from "bullmq";
@@ -50,9 +41,10 @@ export const nextTryAt = (
 };
 
 /**
- * POSTs `body` to `url`, connecting only to an address checked now: the name is resolved, every
- * address checked against the policy, and the connection pinned to a checked one (a second lookup
- * by the HTTP client could be answered differently: DNS rebinding). No redirects are followed.
+ * POSTs `body` to `url` through the checked client (core's outbound-fetch.ts): the name resolved,
+ * every address checked against the policy, the connection pinned to a checked one, no redirects.
+ * The whole try is bounded, not only idle time (a receiver trickling bytes cannot hold a worker),
+ * and only the first MAX_RESPONSE_BYTES of the answer are read.
  */
 const post = async (
   url: URL,
@@ -61,35 +53,40 @@ const post = async (
   body: string,
   timeoutMs: number,
 ): Promise<{ status: number; text: string }> => {
-  const addresses = await resolveOutboundAddresses(url, policy, "WEBHOOK");
-  const lookup = pinnedLookup(addresses[0]!);
-  const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-  return new Promise((resolve, reject) => {
-    const req = send(
-      url,
-      {
-        method: "POST",
-        headers: { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-        lookup,
-        timeout: timeoutMs,
-      },
-      (res: IncomingMessage) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => {
-          if (text.length < MAX_RESPONSE_BYTES) text += chunk;
-        });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: text.slice(0, MAX_RESPONSE_BYTES) }));
-        res.on("error", reject);
-      },
-    );
-    // The whole try is bounded, not only idle time: a receiver trickling bytes cannot hold a worker.
-    const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-    req.on("close", () => clearTimeout(deadline));
-    req.on("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on("error", reject);
-    req.end(body);
-  });
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+  try {
+    const res = await checkedFetch({ policy, settings: "WEBHOOK" })(url, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body,
+      signal: deadline.signal,
+    });
+    return { status: res.status, text: await leadingText(res, MAX_RESPONSE_BYTES) };
+  } catch (err) {
+    throw deadline.signal.aborted ? deadline.signal.reason : err;
+  } finally {
+    clearTimeout(timer);
+  }
+};
+
+/** The first `max` bytes of an answer's body as text; the rest is not read. */
+const leadingText = async (res: Response, max: number): Promise<string> => {
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < max) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.length;
+  }
+  await reader.cancel().catch(() => undefined);
+  return Buffer.concat(chunks)
+    .subarray(0, max)
+    .toString("utf8")
+    .replace(/\uFFFD+$/, "");
 };
 
 /** The Standard Webhooks message of a delivery: `{type, timestamp, data}`. */

@@ -1,10 +1,9 @@
 import Anthropic from "@anthropic-ai/sdk";
 import type { ContentBlockParam, MessageParam, Tool } from "@anthropic-ai/sdk/resources/messages";
 import { withCacheBreakpoints } from "./cache-anthropic.ts";
-import { llmErrorOf } from "./context-errors.ts";
+import { llmFailureOf } from "./context-errors.ts";
 import {
   type LlmClient,
-  LlmError,
   type LlmMessage,
   type LlmRequest,
   type LlmResponse,
@@ -125,14 +124,8 @@ export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient =
           },
         };
       } catch (err) {
-        if (err instanceof Anthropic.APIError) {
-          throw llmErrorOf(`LLM request failed: ${err.message}`, err.status ?? null, undefined, err);
-        }
-        // Anything else the SDK throws (an answer it cannot parse, a stream cut short) is the LLM's
-        // failure too: the run ends with it rather than being retried as a worker fault.
-        throw new LlmError(`LLM request failed: ${err instanceof Error ? err.message : String(err)}`, null, {
-          cause: err,
-        });
+        const api = err instanceof Anthropic.APIError ? { status: err.status ?? null, code: undefined } : null;
+        throw llmFailureOf(err, api, opts.userNamedEndpoint ?? false);
       }
     },
   };

@@ -1,3 +1,4 @@
+import { OutboundAddressError, OutboundResponseTooLargeError } from "@tern/core";
 import { LlmContextLengthError, LlmError } from "./types.ts";
 
 /**
@@ -26,8 +27,47 @@ export const isContextLengthRefusal = (status: number | null, message: string, c
   return contextLengthPatterns.some((p) => p.test(message));
 };
 
-/** The LlmError for a provider's refusal: an LlmContextLengthError when it is about the context's length. */
-export const llmErrorOf = (message: string, status: number | null, code: unknown, cause: unknown): LlmError =>
-  isContextLengthRefusal(status, message, code)
-    ? new LlmContextLengthError(message, status, { cause })
-    : new LlmError(message, status, { cause });
+/** The error, or one on its `cause` chain, that is of `type`. */
+const causeOf = <T>(err: unknown, type: abstract new (...args: never[]) => T): T | null => {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof type) return e;
+  }
+  return null;
+};
+
+/** A provider's error code when it is a short token (`context_length_exceeded`), not free text. */
+const codeToken = (code: unknown): string | null =>
+  typeof code === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? code : null;
+
+/**
+ * The LlmError of a failed call: `api` is the SDK's APIError's status and code, null for anything
+ * else it threw (an answer it cannot parse, a stream cut short). An endpoint a user named answers as
+ * it likes, so with `userNamed` its words (a refusal's body, a parse error quoting it) never reach
+ * the user: only its status, a short error code, and whether condensing may cure it (decided on the
+ * whole text, which stays on the error's cause for the log). A refusal of the checked client (an
+ * address inside the deployment) says why.
+ */
+export const llmFailureOf = (
+  err: unknown,
+  api: { status: number | null; code: unknown } | null,
+  userNamed: boolean,
+): LlmError => {
+  const refused = causeOf(err, OutboundAddressError);
+  if (refused) return new LlmError(`LLM request refused: llm_base_url ${refused.message}`, null, { cause: err });
+  const tooLarge = causeOf(err, OutboundResponseTooLargeError);
+  if (tooLarge) return new LlmError(`LLM request failed: ${tooLarge.message}`, null, { cause: err });
+  const text = err instanceof Error ? err.message : String(err);
+  if (!api) {
+    const shown = userNamed ? "the LLM endpoint's answer could not be read" : text;
+    return new LlmError(`LLM request failed: ${shown}`, null, { cause: err });
+  }
+  const context = isContextLengthRefusal(api.status, text, api.code);
+  const code = codeToken(api.code);
+  const shown = !userNamed
+    ? text
+    : api.status === null
+      ? "the LLM endpoint could not be reached"
+      : `the LLM endpoint answered HTTP ${api.status}${code ? ` (${code})` : ""}${context ? ": the request is longer than the model's context" : ""}`;
+  const Type = context ? LlmContextLengthError : LlmError;
+  return new Type(`LLM request failed: ${shown}`, api.status, { cause: err });
+};

@@ -1,9 +1,8 @@
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
-import { llmErrorOf } from "./context-errors.ts";
+import { llmFailureOf } from "./context-errors.ts";
 import {
   type LlmClient,
-  LlmError,
   type LlmMessage,
   type LlmRequest,
   type LlmResponse,
@@ -93,14 +92,8 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
           },
         };
       } catch (err) {
-        if (err instanceof OpenAI.APIError) {
-          throw llmErrorOf(`LLM request failed: ${err.message}`, err.status ?? null, err.code, err);
-        }
-        // Anything else the SDK throws (an answer it cannot parse, a stream cut short) is the LLM's
-        // failure too: the run ends with it rather than being retried as a worker fault.
-        throw new LlmError(`LLM request failed: ${err instanceof Error ? err.message : String(err)}`, null, {
-          cause: err,
-        });
+        const api = err instanceof OpenAI.APIError ? { status: err.status ?? null, code: err.code } : null;
+        throw llmFailureOf(err, api, opts.userNamedEndpoint ?? false);
       }
     },
   };

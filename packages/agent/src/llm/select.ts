@@ -1,5 +1,15 @@
-import { serverModelRefusal, splitModel, userBaseUrlRefusal } from "@tern/core";
+import {
+  checkedFetch,
+  type OutboundAddressPolicy,
+  parseOutboundUrl,
+  type Resolver,
+  resolveOutboundAddresses,
+  serverModelRefusal,
+  splitModel,
+  userBaseUrlAccess,
+} from "@tern/core";
 import { createAnthropicClient } from "./anthropic.ts";
+import { llmFailureOf } from "./context-errors.ts";
 import { createOpenAiClient } from "./openai.ts";
 import type { LlmClient, LlmProvider } from "./types.ts";
 
@@ -25,6 +35,8 @@ export interface LlmClientOptions {
   maxRetries?: number;
   timeoutMs?: number;
   maxTokens?: number;
+  /** Name resolution for a user's endpoint, for tests (a hosts mapping); the system resolver by default. */
+  resolve?: Resolver;
 }
 
 export type LlmChoice = { ok: true; client: LlmClient; ownKey: boolean } | { ok: false; reason: string };
@@ -34,12 +46,18 @@ export const howToConfigureLlm =
   "(or LLM_BASE_URL for an OpenAI-compatible server without keys, such as vLLM or Ollama) in the worker's " +
   "environment, or set your own llm_model and llm_api_key in /api/v1/settings.";
 
+/** A user's endpoint: reached only through the checked client, under the policy its URL earned. */
+interface UserEndpoint {
+  policy: OutboundAddressPolicy;
+}
+
 const build = (
   provider: LlmProvider,
   model: string,
   apiKey: string | undefined,
   baseUrl: string | undefined,
   options: LlmClientOptions,
+  userEndpoint: UserEndpoint | null = null,
 ): LlmClient => {
   const common = {
     model,
@@ -47,17 +65,56 @@ const build = (
     baseUrl,
     maxRetries: options.maxRetries ?? 4,
     timeoutMs: options.timeoutMs ?? 600_000,
+    ...(userEndpoint
+      ? {
+          fetch: checkedFetch({
+            policy: userEndpoint.policy,
+            settings: "LLM",
+            resolve: options.resolve,
+            maxResponseBytes: MAX_LLM_ANSWER_BYTES,
+          }),
+          userNamedEndpoint: true,
+        }
+      : {}),
   };
   // One base URL serves both wires (e.g. a LiteLLM proxy): OpenAI's SDK wants it with /v1,
   // Anthropic's adds /v1 itself.
-  return provider === "anthropic"
-    ? createAnthropicClient({
-        ...common,
-        baseUrl: common.baseUrl?.replace(/\/v1\/?$/, ""),
-        maxTokens: options.maxTokens ?? 4096,
-      })
-    : createOpenAiClient(common);
+  const client =
+    provider === "anthropic"
+      ? createAnthropicClient({
+          ...common,
+          baseUrl: common.baseUrl?.replace(/\/v1\/?$/, ""),
+          maxTokens: options.maxTokens ?? 4096,
+        })
+      : createOpenAiClient(common);
+  return userEndpoint && baseUrl ? refusingEarly(client, baseUrl, userEndpoint.policy, options.resolve) : client;
 };
+
+/** The most one answer of a user's endpoint may hold: far past any real completion, short of a flood. */
+const MAX_LLM_ANSWER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * `client`, checking its endpoint's address before each call: a refusal ends the call at once
+ * with its reason, rather than after the SDK's retries of what it takes for a connection error.
+ * (The checked client looks again when it connects: this is not the guard, only the quick answer.)
+ */
+const refusingEarly = (
+  client: LlmClient,
+  baseUrl: string,
+  policy: OutboundAddressPolicy,
+  resolve: Resolver | undefined,
+): LlmClient => ({
+  provider: client.provider,
+  model: client.model,
+  async complete(request, signal) {
+    try {
+      await resolveOutboundAddresses(parseOutboundUrl(baseUrl, policy, "LLM"), policy, "LLM", resolve);
+    } catch (err) {
+      throw llmFailureOf(err, null, true);
+    }
+    return client.complete(request, signal);
+  },
+});
 
 /**
  * The LLM of a run. The model: the conversation's `llm_model` (the start request's, else the
@@ -76,9 +133,11 @@ export const chooseLlm = (
   const name = llmModel?.trim() || user?.model?.trim() || settings.LLM_MODEL;
   if (user && (user.apiKey || user.baseUrl)) {
     if (!name) return { ok: false, reason: `No LLM is configured: no model. ${howToConfigureLlm}` };
+    let endpoint: UserEndpoint | null = null;
     if (user.baseUrl) {
-      const refusal = userBaseUrlRefusal(user.baseUrl, settings.LLM_USER_BASE_URLS);
-      if (refusal) return { ok: false, reason: `Your LLM settings cannot be used: ${refusal}.` };
+      const access = userBaseUrlAccess(user.baseUrl, settings.LLM_USER_BASE_URLS);
+      if (!access.ok) return { ok: false, reason: `Your LLM settings cannot be used: ${access.reason}.` };
+      endpoint = { policy: access.policy };
     }
     const { provider, model } = splitModel(name);
     const client = build(
@@ -87,6 +146,7 @@ export const chooseLlm = (
       user.apiKey ?? undefined,
       user.baseUrl ?? undefined,
       options,
+      endpoint,
     );
     return { ok: true, client, ownKey: true };
   }

@@ -1,6 +1,6 @@
 /** The provider-neutral conversation the loop hands an LLM; each provider maps it to its wire format. */
 
-import type { ToolCall } from "@tern/core";
+import type { CheckedFetch, ToolCall } from "@tern/core";
 
 /** A tool call as the model wrote it (its `arguments` JSON possibly malformed: the loop validates it). */
 export type { ToolCall };
@@ -61,6 +61,10 @@ export interface SdkClientOptions {
   /** Retries of the SDK on 408/409/429/5xx and connection errors, with exponential backoff. */
   maxRetries: number;
   timeoutMs: number;
+  /** The checked client (core's outbound-fetch.ts) for an endpoint a user named; the SDK's own otherwise. */
+  fetch?: CheckedFetch | undefined;
+  /** The endpoint is one a user named: its error texts are not shown to the user (context-errors.ts). */
+  userNamedEndpoint?: boolean | undefined;
 }
 
 /** The constructor options of either SDK (they name them alike). */
@@ -70,6 +74,7 @@ export const sdkConstructorOptions = (opts: SdkClientOptions) => ({
   baseURL: opts.baseUrl,
   maxRetries: opts.maxRetries,
   timeout: opts.timeoutMs,
+  ...(opts.fetch ? { fetch: opts.fetch } : {}),
 });
 
 /** The LLM failed for good (retries spent, or an error retrying cannot fix). */

@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import {
+  checkedFetch,
   isStdioServer,
   type Logger,
   type McpConfig,
@@ -20,7 +21,6 @@ import {
 } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { ToolDefinition } from "../llm/types.ts";
-import { pinnedFetch } from "./pinned-fetch.ts";
 import { SandboxStdioTransport } from "./sandbox-stdio.ts";
 
 /** The operator's MCP settings (README: MCP_*). */
@@ -176,7 +176,7 @@ const resultText = (content: unknown, max: number): { text: string; cut: number 
 
 /**
  * Connects to the user's MCP servers for one run (issue 20): remote ones from the worker with the
- * official SDK over streamable HTTP or SSE, each request through `pinnedFetch` (the address
+ * official SDK over streamable HTTP or SSE, each request through `checkedFetch` (the address
  * checked and pinned at connect time); stdio ones inside the conversation's sandbox. A server that
  * cannot be reached, lists no tools or speaks malformed JSON-RPC is left out with its reason in
  * `status`; nothing here throws for one server's fault.
@@ -190,7 +190,7 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
     allowPrivate: deps.settings.MCP_ALLOW_PRIVATE ?? false,
     allowHttp: deps.settings.MCP_ALLOW_HTTP ?? false,
   };
-  const fetch = pinnedFetch(policy, deps.resolve);
+  const fetch = checkedFetch({ policy, settings: "MCP", resolve: deps.resolve });
   const maskValues: Record<string, string> = {};
   const handles = new Map<string, ServerHandle>();
   const status: McpServerStatus[] = [];

@@ -11,6 +11,7 @@ import {
   NotFoundError,
   newId,
   parseId,
+  type Resolver,
   readRefusalOf,
   type SandboxStatus,
   sandboxReadError,
@@ -181,7 +182,7 @@ export interface ResolvedAgent {
  * deployment does not allow (LLM_USER_BASE_URLS), or, on the operator's key, a model outside
  * LLM_MODELS.
  */
-export const resolveAgent = (
+export const resolveAgent = async (
   settings: {
     LLM_PROVIDER?: string | undefined;
     LLM_MODEL?: string | undefined;
@@ -189,7 +190,8 @@ export const resolveAgent = (
     LLM_USER_BASE_URLS?: readonly string[];
   },
   raw: unknown,
-): ResolvedAgent => {
+  resolve?: Resolver,
+): Promise<ResolvedAgent> => {
   const parsed = agentSchema.safeParse(raw);
   if (!parsed.success) throw validationErrorOf("agent", parsed.error);
   const agent = parsed.data;
@@ -232,7 +234,7 @@ export const resolveAgent = (
   }
   const baseUrl = agent.llm.base_url || null;
   if (baseUrl) {
-    const refusal = userBaseUrlRefusal(baseUrl, settings.LLM_USER_BASE_URLS);
+    const refusal = await userBaseUrlRefusal(baseUrl, settings.LLM_USER_BASE_URLS, resolve);
     if (refusal) throw fieldError("agent.llm.base_url", refusal);
   }
   if (!apiKey && !baseUrl) {
@@ -277,7 +279,7 @@ const llmKeyContext = (conversationId: string) => `agent-server:${conversationId
 const mcpContext = (conversationId: string) => `agent-server:${conversationId}:mcp_config`;
 
 export type AgentServerDeps = ConversationDeps &
-  Pick<ServiceDeps, "llmModels"> & {
+  Pick<ServiceDeps, "llmModels" | "resolve"> & {
     secretBox: NonNullable<ConversationDeps["secretBox"]>;
     llmUserBaseUrls?: readonly string[];
   };
@@ -333,7 +335,7 @@ export const startAgentServerConversation = async (
   }
   refuseUnrunnable(request);
   await assertAgentSandboxLive(deps, scope.sandboxId);
-  const agent = resolveAgent(
+  const agent = await resolveAgent(
     {
       LLM_PROVIDER: deps.llmModels?.LLM_PROVIDER,
       LLM_MODEL: deps.llmModels?.LLM_MODEL,
@@ -341,6 +343,7 @@ export const startAgentServerConversation = async (
       LLM_USER_BASE_URLS: deps.llmUserBaseUrls ?? [],
     },
     request.agent,
+    deps.resolve,
   );
   const policy =
     request.confirmation_policy === undefined ? null : confirmationPolicySchema.safeParse(request.confirmation_policy);

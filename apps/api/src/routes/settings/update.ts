@@ -31,6 +31,7 @@ export const registerUpdateSettings = (router: Router, deps: ApiDeps) =>
         userBaseUrls: deps.config.LLM_USER_BASE_URLS,
         mcpAddressPolicy: { allowPrivate: deps.config.MCP_ALLOW_PRIVATE, allowHttp: deps.config.MCP_ALLOW_HTTP },
         mcpMaxServers: deps.config.MCP_MAX_SERVERS,
+        ...(deps.resolve ? { resolve: deps.resolve } : {}),
       },
       c.get("principal").userId,
       c.req.valid("json"),

@@ -1,10 +1,13 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { OutboundAddressError, type Resolver } from "@tern/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pinnedFetch } from "./pinned-fetch.ts";
+import { OutboundAddressError, type OutboundAddressPolicy, type Resolver } from "./outbound-address.ts";
+import { checkedFetch } from "./outbound-fetch.ts";
 
-// The address rules of remote MCP servers, applied at each request on the address then used.
+const pinnedFetch = (policy: OutboundAddressPolicy, resolve?: Resolver) =>
+  checkedFetch({ policy, settings: "MCP", resolve });
+
+// The address rules of every URL a user names, applied at each request on the address then used.
 let server: Server;
 let port = 0;
 let hits = 0;
@@ -21,7 +24,7 @@ afterAll(() => new Promise<void>((r) => server.close(() => r())));
 /** A name no real resolver knows: only our resolver's answer can take a connection anywhere. */
 const NAME = "mcp.rebind.invalid";
 
-describe("pinnedFetch", () => {
+describe("checkedFetch", () => {
   it("refuses a name resolving to loopback, at request time, without connecting", async () => {
     let lookups = 0;
     const resolve: Resolver = async () => {
