@@ -10,6 +10,7 @@ import { renderHtml } from "./html.ts";
 import { removeBenchContainers } from "./raw-docker.ts";
 import { type BenchResult, type BenchRow, formatTable, writeResult } from "./report.ts";
 import { agentBashRows } from "./rows/agent-bash.ts";
+import { agentStepsRows } from "./rows/agent-steps.ts";
 import { conversationsGetRows } from "./rows/conversations-get.ts";
 import { engineRows } from "./rows/engines.ts";
 import { eventAppendRows } from "./rows/event-append.ts";
@@ -34,6 +35,7 @@ const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> 
   { name: "llm", run: llmRequestSizeRows },
   { name: "terminal", run: terminalRows },
   { name: "agent-bash", run: agentBashRows },
+  { name: "agent-steps", run: agentStepsRows },
   { name: "rss", run: rssRows },
 ];
 
