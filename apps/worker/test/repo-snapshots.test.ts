@@ -91,6 +91,40 @@ const start = async (userId: string, extra: Partial<StartRequest> = {}): Promise
 
 const snapshotsOf = (userId: string) => repoSnapshotsRepository(h.database.db).listForUser(userId);
 
+/** The execs the engine ran in a start's sandbox from the task's creation to its READY (the engine's own record). */
+const execsBeforeReady = async (taskId: string): Promise<number> => {
+  const task = await startTasksRepository(h.database.db).get(taskId);
+  const events = await docker(
+    "events",
+    "--since",
+    task!.createdAt,
+    "--until",
+    task!.updatedAt,
+    "--filter",
+    `label=${SandboxLabel.TaskId}=${taskId}`,
+    "--filter",
+    "event=exec_create",
+    // One line per event: an exec's Action holds its command, which may span lines.
+    "--format",
+    "{{.Type}}",
+  );
+  return events === "" ? 0 : events.split("\n").length;
+};
+
+const stageHistoryOf = async (taskId: string) =>
+  (
+    await h.database.db
+      .selectFrom("start_tasks")
+      .select("stage_history")
+      .where("id", "=", taskId)
+      .executeTakeFirstOrThrow()
+  ).stage_history;
+
+const conversationOf = async (taskId: string) => {
+  const task = await startTasksRepository(h.database.db).get(taskId);
+  return (await conversationsRepository(h.database.db).get(task!.appConversationId!))!;
+};
+
 beforeAll(async () => {
   h = await createStartHarness();
   await h.git.createFixtureRepo(
@@ -150,21 +184,63 @@ describe("repository snapshots", () => {
     expect(info?.labels[SandboxLabel.Pool] ?? "").toBe("");
   });
 
-  it("a start from a snapshot still installs the repository's hook and reads its skills", async () => {
+  it("a start from a snapshot runs no exec before READY, yet has the hook installed and the skills loaded", async () => {
     const { userId } = await h.newUser();
     const first = await start(userId, { selected_branch: "tools" });
     const second = await start(userId, { selected_branch: "tools" });
     expect(second.stamp).toBe(first.stamp);
+    // The probe sees the first start's execs (its clone's hand-over, setup.sh, the hook, the skills)…
+    expect(await execsBeforeReady(first.taskId)).toBeGreaterThanOrEqual(3);
+    expect(first.stageDurations["engine:SETTING_UP_GIT_HOOKS"]).toBeGreaterThan(0);
+    expect(first.stageDurations["engine:SETTING_UP_SKILLS"]).toBeGreaterThan(0);
+    // …and none of the repeat start's: the snapshot's record stood in for the hook and skill stages.
+    expect(await execsBeforeReady(second.taskId)).toBe(0);
+    expect(second.stageDurations["engine:SETTING_UP_GIT_HOOKS"]).toBe(0);
+    expect(second.stageDurations["engine:SETTING_UP_SKILLS"]).toBe(0);
+
+    // The stages are still in the task's history, each saying where its result came from.
+    const history = await stageHistoryOf(second.taskId);
+    expect(history.map((e) => e.status)).toEqual([
+      "WORKING",
+      "WAITING_FOR_SANDBOX",
+      "PREPARING_REPOSITORY",
+      "RUNNING_SETUP_SCRIPT",
+      "SETTING_UP_GIT_HOOKS",
+      "SETTING_UP_SKILLS",
+      "STARTING_CONVERSATION",
+      "READY",
+    ]);
+    const detailOf = (status: string) => history.find((e) => e.status === status)?.detail;
+    expect(detailOf("SETTING_UP_GIT_HOOKS")).toBe("pre-commit hook installed when the snapshot was taken");
+    expect(detailOf("SETTING_UP_SKILLS")).toMatch(/^1 skill \(deployer\) as read when the snapshot was taken$/);
+    expect(detailOf("PREPARING_REPOSITORY")).toContain("from the snapshot of commit");
+
+    // The hook is installed (from the image) and runs on the agent's commits.
+    const commit = await h.execIn(
+      second.sandbox,
+      "cd /workspace/snap && echo x > f && git add f && git commit -qm t && cat .hook-ran",
+    );
+    expect(commit).toEqual({ exitCode: 0, output: "hook-ran\n" });
+    // The skills are the conversation's, as the first start read them, and the hook is recorded on it.
+    const [one, two] = await Promise.all([conversationOf(first.taskId), conversationOf(second.taskId)]);
+    expect(two.skills.map((sk) => sk.name)).toEqual(["deployer"]);
+    expect(two.skills).toEqual(one.skills);
+    expect(two.hooks).toEqual(one.hooks);
+    expect(two.hooks.map((hk) => hk.event_type)).toEqual(["pre-commit"]);
+  });
+
+  it("a snapshot kept without stage results runs the hook and skill stages once, then keeps what they produced", async () => {
+    const { userId } = await h.newUser();
+    await start(userId, { selected_branch: "tools" });
+    // As a snapshot taken before its stages' results were kept.
+    await sql`update repo_snapshots set stage_results = null where user_id = ${userId}`.execute(h.database.db);
+    const second = await start(userId, { selected_branch: "tools" });
     expect(second.stageDurations["engine:SETTING_UP_GIT_HOOKS"]).toBeGreaterThan(0);
     expect(second.stageDurations["engine:SETTING_UP_SKILLS"]).toBeGreaterThan(0);
-    const hook = await h.execIn(
-      second.sandbox,
-      "grep -c 'tern: chained pre-commit hook' /workspace/snap/.git/hooks/pre-commit",
-    );
-    expect(hook.output).toBe("1\n");
-    const task = await startTasksRepository(h.database.db).get(second.taskId);
-    const conversation = await conversationsRepository(h.database.db).get(task!.appConversationId!);
-    expect(JSON.stringify(conversation)).toContain("pre-commit");
+    expect((await conversationOf(second.taskId)).skills.map((sk) => sk.name)).toEqual(["deployer"]);
+    const third = await start(userId, { selected_branch: "tools" });
+    expect(await execsBeforeReady(third.taskId)).toBe(0);
+    expect((await conversationOf(third.taskId)).skills.map((sk) => sk.name)).toEqual(["deployer"]);
   });
 
   it("never serves another user: each user's start clones and gets a snapshot of its own", async () => {

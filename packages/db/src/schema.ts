@@ -81,8 +81,11 @@ export interface StartTasksTable {
   stage_durations: ColumnType<Record<string, number>, string | undefined, string>;
   /** Output of .openhands/setup.sh, capped (migration 0003). */
   setup_output: ColumnType<string | null, string | null | undefined, string | null>;
-  /** Each stage the task entered, with its time (migration 0300): `[{status, at}]`. */
-  stage_history: ColumnType<{ status: string; at: string }[], string | undefined, string>;
+  /**
+   * Each stage the task entered, with its time (migration 0300): `[{status, at}]`; a stage whose result
+   * was known ahead (a repository snapshot recorded it) carries `detail`, what it was.
+   */
+  stage_history: ColumnType<{ status: string; at: string; detail?: string }[], string | undefined, string>;
   /** 'sandbox': the task makes a sandbox without a conversation (migration 0230). */
   kind: ColumnType<string, string | undefined, string>;
   created_at: Timestamp;
@@ -316,6 +319,8 @@ interface RepoSnapshotsTable {
   bytes: ColumnType<number, number, number>;
   /** The sandbox it is committed from (migration 0350): while its image is "", that sandbox is not the agent's yet. */
   source_sandbox: string | null;
+  /** What its start's hook and skill stages produced (migration 0500): a start from it runs neither. Null: run them. */
+  stage_results: ColumnType<unknown | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   last_used_at: Timestamp;
 }

@@ -155,8 +155,8 @@ export const prepareRepository = async (
   }
   const dir = `${WORKSPACE_ROOT}/${spec.name}`;
   if (snapshot?.hit) {
-    // Cloned, identified and set up when the snapshot was taken: no exec here, and the hook and
-    // skill stages run only when that tree has what they install or read.
+    // Cloned, identified and set up when the snapshot was taken: no exec here. The hook and skill
+    // stages take what the snapshot recorded of them (else run only when the tree has what they need).
     return {
       dir,
       repository: spec,

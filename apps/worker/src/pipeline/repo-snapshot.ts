@@ -1,5 +1,5 @@
 import { tmpdir } from "node:os";
-import { type RepoSnapshot, type RepoSnapshotKey, repoSnapshotsRepository } from "@tern/db";
+import { type RepoSnapshot, type RepoSnapshotKey, repoSnapshotsRepository, type SnapshotStageResults } from "@tern/db";
 import { SandboxLabel } from "@tern/sandbox";
 import type { WorkerDeps } from "../deps.ts";
 import { type ResolvedAccess, resolveGitAccess } from "../git/git-access.ts";
@@ -162,8 +162,8 @@ export const acquireSandboxForStart = async (
 
 /** A snapshot recorded as under way, its image not made yet: `commit` makes it; `abandon` gives it up. */
 export interface SnapshotInProgress {
-  /** Commits the sandbox and records the image; never rejects. */
-  commit(): Promise<void>;
+  /** Commits the sandbox and records the image, with what the start's hook and skill stages produced; never rejects. */
+  commit(stageResults: SnapshotStageResults): Promise<void>;
   /** The start did not get to READY: the row goes, so nothing waits for a commit that will not come. */
   abandon(): Promise<void>;
 }
@@ -173,8 +173,9 @@ export interface SnapshotInProgress {
  * its source. From then on the agent's calls into the sandbox wait until its `commit` returns
  * (snapshot-guard.ts), so the start answers READY first and commits after (the commit's disk writes
  * would slow READY's own), and nothing the agent does is ever in a snapshot. The stages after the
- * setup script run before the commit (they only add the hook, which a start from the snapshot
- * installs again, and read). Never fails the start: null when no snapshot is taken.
+ * setup script run before the commit (they only add the hook and read the skills): the image holds
+ * the hook, and the row what both stages produced, so a start from the snapshot runs neither.
+ * Never fails the start: null when no snapshot is taken.
  */
 export const beginSnapshot = async (
   ctx: StartContext,
@@ -208,7 +209,7 @@ export const beginSnapshot = async (
   };
   return {
     abandon,
-    async commit() {
+    async commit(stageResults) {
       const started = Date.now();
       try {
         const made = await deps.sandboxes.commit!(sandbox.ref, {
@@ -222,7 +223,7 @@ export const beginSnapshot = async (
           },
         });
         // Past SNAPSHOT_COMMIT_MAX_MS a waiter may have abandoned the row: then the image is no one's.
-        if (!(await snapshots.complete(id, made.image, made.bytes))) {
+        if (!(await snapshots.complete(id, made.image, made.bytes, stageResults))) {
           await deps.sandboxes.removeImage?.(made.image);
           ctx.log.warn({ snapshot: id, ms: Date.now() - started }, "snapshot given up before its commit returned");
           return;

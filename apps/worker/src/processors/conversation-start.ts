@@ -1,5 +1,5 @@
 import { isPermanentFault, isTerminalStartTaskStatus, metrics, type StartTaskStatus, withSpan } from "@tern/core";
-import { type FinishedStage, startTasksRepository } from "@tern/db";
+import { type FinishedStage, repoSnapshotsRepository, startTasksRepository } from "@tern/db";
 import type { JobPayload } from "@tern/queue";
 import { deliverPendingMessages, enqueueRun, requestRun } from "@tern/services";
 import { type Job, UnrecoverableError } from "bullmq";
@@ -20,6 +20,7 @@ import {
 import { runSetupScript, setupScriptMayRun } from "../pipeline/run-setup-script.ts";
 import { setUpGitHooks } from "../pipeline/set-up-git-hooks.ts";
 import { setUpSkills } from "../pipeline/set-up-skills.ts";
+import { fromSnapshotDetail, recordedStageResults, stageResultsOf } from "../pipeline/snapshot-stages.ts";
 import { newStageClock, timedDeps, timingsOf } from "../pipeline/stage-timing.ts";
 import { emptyWorkspaceImage } from "../sandbox/workspace-image.ts";
 import type { JobProcessor } from "./types.ts";
@@ -75,33 +76,46 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
     const ctx: StartContext = { deps: timedDeps(deps, clock), task, attempt, log };
     const tasks = startTasksRepository(ctx.deps.db);
 
-    let current: { stage: StartTaskStatus; started: number } | null = null;
+    /** `passed`: the stage's result was known ahead; stage_history gets it with this detail. */
+    let current: { stage: StartTaskStatus; started: number; passed?: string } | null = null;
     /** Stages that ended unwritten (nothing to do in them): their durations ride on the next write. */
     let unwritten: Record<string, number> = {};
+    /** Of those, the ones passed with a known result: the next write enters them in stage_history. */
+    let unwrittenPassed: NonNullable<FinishedStage["passed"]> = [];
     const finish = (): FinishedStage | undefined => {
       if (!current) return undefined;
       const ms = Date.now() - current.started;
       metrics.startStageDuration.observe({ path: "queued", stage: current.stage }, ms / 1000);
       const timings = { ...unwritten, ...timingsOf(clock, current.stage) };
+      const passed =
+        current.passed === undefined
+          ? unwrittenPassed
+          : [...unwrittenPassed, { status: current.stage, detail: current.passed }];
       unwritten = {};
-      return { stage: current.stage, ms, timings };
+      unwrittenPassed = [];
+      return { stage: current.stage, ms, timings, ...(passed.length > 0 ? { passed } : {}) };
     };
     /**
      * `overlap`: the stage's work begins while its entry is written (the engine's create does not wait
      * for a commit); a refused entry still stops the attempt, and `fence` undoes what the work made.
      * `skipWrite`: a stage known to do nothing here is not written on its own; the next write carries it.
+     * `passed`: a stage whose result is known ahead (a repository snapshot recorded it) is not written
+     * on its own either; the next write enters it in stage_history with this detail.
      */
     const stage = async <T>(
       status: StartTaskStatus,
       run: () => Promise<T>,
-      opts: { overlap?: (made: T) => Promise<void>; skipWrite?: boolean } = {},
+      opts: { overlap?: (made: T) => Promise<void>; skipWrite?: boolean; passed?: string } = {},
     ): Promise<T> => {
       const finished = finish();
       clock.stage = status;
       const traced = () => withSpan(`stage ${status}`, { "tern.task_id": task.id, "tern.stage": status, attempt }, run);
-      if (opts.skipWrite) {
-        if (finished) unwritten = { ...finished.timings, [finished.stage]: finished.ms };
-        current = { stage: status, started: Date.now() };
+      if (opts.skipWrite || opts.passed !== undefined) {
+        if (finished) {
+          unwritten = { ...finished.timings, [finished.stage]: finished.ms };
+          unwrittenPassed = finished.passed ?? [];
+        }
+        current = { stage: status, started: Date.now(), ...(opts.passed !== undefined ? { passed: opts.passed } : {}) };
         return traced();
       }
       if (opts.overlap) {
@@ -163,25 +177,40 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
         await finishSandboxStart(ctx, current as { stage: StartTaskStatus; started: number } | null);
         return;
       }
-      // A stage known to do nothing here is not written on its own: the next write carries it.
+      // A stage known to do nothing here is not written on its own: the next write carries it. A start
+      // from a snapshot has its tree cloned and set up, and (when recorded) its hooks and skills known.
+      const hit = (snapshot as SnapshotPlan | null)?.hit ?? null;
+      const recorded = recordedStageResults(ctx, snapshot);
       const emptyReady = { skipWrite: !task.request.selected_repository?.trim() && !!sandbox.emptyWorkspaceReady };
       const workspace = await stage(
         "PREPARING_REPOSITORY",
         () => prepareRepository(ctx, sandbox, snapshot, cloning),
-        emptyReady,
+        hit ? { passed: fromSnapshotDetail.repository(hit.commit) } : emptyReady,
       );
-      const setup = await stage("RUNNING_SETUP_SCRIPT", () => runSetupScript(ctx, sandbox, workspace), {
-        skipWrite: !setupScriptMayRun(workspace),
-      });
+      const setup = await stage(
+        "RUNNING_SETUP_SCRIPT",
+        () => runSetupScript(ctx, sandbox, workspace),
+        workspace.fromSnapshot
+          ? { passed: fromSnapshotDetail.setupScript() }
+          : { skipWrite: !setupScriptMayRun(workspace) },
+      );
       // Recorded beside the stages after it, before the conversation exists: every call of the agent's
       // into the sandbox waits for its commit, which comes after READY (snapshot-guard.ts).
       snapshotting = snapshot && setup.ran ? beginSnapshot(ctx, snapshot, sandbox, workspace) : null;
-      const hooks = await stage("SETTING_UP_GIT_HOOKS", () => setUpGitHooks(ctx, sandbox, workspace), {
-        skipWrite: !workspace.repository || workspace.hasPreCommitScript === false,
-      });
-      const skills = await stage("SETTING_UP_SKILLS", () => setUpSkills(ctx, sandbox, workspace), {
-        skipWrite: !workspace.repository || workspace.hasSkills === false,
-      });
+      const hooks = await stage(
+        "SETTING_UP_GIT_HOOKS",
+        async () => recorded?.hooks ?? setUpGitHooks(ctx, sandbox, workspace),
+        recorded
+          ? { passed: fromSnapshotDetail.hooks(recorded.hooks) }
+          : { skipWrite: !workspace.repository || workspace.hasPreCommitScript === false },
+      );
+      const skills = await stage(
+        "SETTING_UP_SKILLS",
+        async () => recorded?.skills ?? setUpSkills(ctx, sandbox, workspace),
+        recorded
+          ? { passed: fromSnapshotDetail.skills(recorded.skills) }
+          : { skipWrite: !workspace.repository || workspace.hasSkills === false },
+      );
       const committing = await snapshotting;
       const conversation = await stage("STARTING_CONVERSATION", () =>
         openStartedConversation(ctx, sandbox, workspace, skills, hooks),
@@ -209,7 +238,14 @@ export const conversationStartProcessor = (deps: WorkerDeps): JobProcessor<"conv
       // The job ends with the commit (a shutdown's grace waits for it; a worker that dies leaves it to
       // the agent's first call, which gives it up once overdue).
       ready = true;
-      await committing?.commit();
+      // The snapshot keeps what its hook and skill stages produced: a start from it runs neither.
+      await committing?.commit(stageResultsOf(ctx, hooks, skills));
+      if (hit && !hit.stageResults) {
+        // A snapshot taken before results were kept: they are now, for its next starts.
+        await repoSnapshotsRepository(deps.db)
+          .recordStageResults(hit.id, stageResultsOf(ctx, hooks, skills))
+          .catch((err: unknown) => log.warn({ err }, "the snapshot's stage results not recorded"));
+      }
     } catch (err) {
       if (err instanceof LostOwnership) {
         log.warn("lost the start task to another attempt; stopping");

@@ -41,6 +41,9 @@ const key = (repository: string) => ({
   hasSkills: false,
 });
 
+/** A tree with no hook and no skill. */
+const noStageResults = { hooks: [], skills: [], maxSkillsBytes: 0 };
+
 describe("a sandbox whose snapshot is being committed", () => {
   it("takes the agent's calls only once the commit is recorded; other sandboxes' at once", async () => {
     const snapshots = repoSnapshotsRepository(database.db);
@@ -55,7 +58,7 @@ describe("a sandbox whose snapshot is being committed", () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(reached).toEqual(["tern-task-other"]);
 
-    expect(await snapshots.complete(id, "sha256:one", 10)).toBe(true);
+    expect(await snapshots.complete(id, "sha256:one", 10, noStageResults)).toBe(true);
     await waiting;
     expect(reached).toEqual(["tern-task-other", "tern-task-one"]);
   });
@@ -75,7 +78,7 @@ describe("a sandbox whose snapshot is being committed", () => {
     );
     await waitFor(() => reached.length === 1, { what: "the call to go on" });
     await waiting;
-    expect(await snapshots.complete(id, "sha256:two", 10)).toBe(false);
+    expect(await snapshots.complete(id, "sha256:two", 10, noStageResults)).toBe(false);
     expect(await snapshots.listForUser(userId)).not.toContainEqual(expect.objectContaining({ id }));
   });
 });

@@ -1,4 +1,4 @@
-import { newId } from "@tern/core";
+import { newId, type RepositoryHook, type Skill } from "@tern/core";
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
@@ -14,6 +14,19 @@ export interface RepoSnapshotKey {
   baseImage: string;
 }
 
+/**
+ * What the start that took a snapshot got from its hook and skill stages, for its commit and setup
+ * script: a start from the snapshot uses them instead of running those stages' execs.
+ */
+export interface SnapshotStageResults {
+  /** The hooks SETTING_UP_GIT_HOOKS installed (their files are in the snapshot's image). */
+  hooks: RepositoryHook[];
+  /** The skills SETTING_UP_SKILLS read. */
+  skills: Skill[];
+  /** MAX_SKILLS_BYTES they were read under: under another cap they are read again. */
+  maxSkillsBytes: number;
+}
+
 export interface RepoSnapshot extends RepoSnapshotKey {
   id: string;
   setupHash: string;
@@ -22,6 +35,8 @@ export interface RepoSnapshot extends RepoSnapshotKey {
   image: string;
   bytes: number;
   lastUsedAt: string;
+  /** Null when not recorded (a row older than the column, or read by `listForUser`, which leaves them out). */
+  stageResults: SnapshotStageResults | null;
 }
 
 export interface SnapshotBounds {
@@ -48,6 +63,16 @@ type Row = {
   image: string;
   bytes: number;
   last_used_at: string;
+  stage_results?: unknown;
+};
+
+/** Written by this repository alone; anything of another shape reads as not recorded (the stages run). */
+const stageResultsOf = (v: unknown): SnapshotStageResults | null => {
+  if (typeof v !== "object" || v === null) return null;
+  const r = v as Partial<SnapshotStageResults>;
+  return Array.isArray(r.hooks) && Array.isArray(r.skills) && typeof r.maxSkillsBytes === "number"
+    ? { hooks: r.hooks, skills: r.skills, maxSkillsBytes: r.maxSkillsBytes }
+    : null;
 };
 
 const toSnapshot = (r: Row): RepoSnapshot => ({
@@ -65,6 +90,7 @@ const toSnapshot = (r: Row): RepoSnapshot => ({
   image: r.image,
   bytes: Number(r.bytes),
   lastUsedAt: r.last_used_at,
+  stageResults: stageResultsOf(r.stage_results),
 });
 
 export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
@@ -163,15 +189,31 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
   },
 
   /**
-   * The image is made: the snapshot may serve. False when its row is gone (its user was removed, a
-   * newer snapshot of the key replaced it, or a waiter abandoned it) or was completed already.
+   * The image is made: the snapshot may serve, with what its start's hook and skill stages produced.
+   * False when its row is gone (its user was removed, a newer snapshot of the key replaced it, or a
+   * waiter abandoned it) or was completed already.
    */
-  async complete(id: string, image: string, bytes: number): Promise<boolean> {
+  async complete(id: string, image: string, bytes: number, stageResults: SnapshotStageResults): Promise<boolean> {
     const r = await db
       .updateTable("repo_snapshots")
-      .set({ image, bytes, last_used_at: sql`now()` })
+      .set({ image, bytes, stage_results: JSON.stringify(stageResults), last_used_at: sql`now()` })
       .where("id", "=", id)
       .where("image", "=", "")
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
+  },
+
+  /**
+   * Stage results for a snapshot completed without them (taken before they were kept): its next
+   * starts run no hook or skill exec either. Never overwrites results already there.
+   */
+  async recordStageResults(id: string, stageResults: SnapshotStageResults): Promise<boolean> {
+    const r = await db
+      .updateTable("repo_snapshots")
+      .set({ stage_results: JSON.stringify(stageResults) })
+      .where("id", "=", id)
+      .where("image", "<>", "")
+      .where("stage_results", "is", null)
       .executeTakeFirst();
     return Number(r.numUpdatedRows) > 0;
   },
@@ -241,10 +283,26 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
     await db.deleteFrom("repo_snapshots").where("id", "=", id).execute();
   },
 
+  /** The user's snapshots, last used first, without their stage results (`take` reads those of the one it takes). */
   async listForUser(userId: string): Promise<RepoSnapshot[]> {
     const rows = await db
       .selectFrom("repo_snapshots")
-      .selectAll()
+      .select([
+        "id",
+        "user_id",
+        "engine_id",
+        "provider",
+        "repository",
+        "branch",
+        "commit",
+        "setup_hash",
+        "has_pre_commit",
+        "has_skills",
+        "base_image",
+        "image",
+        "bytes",
+        "last_used_at",
+      ])
       .where("user_id", "=", userId)
       .orderBy("last_used_at", "desc")
       .execute();

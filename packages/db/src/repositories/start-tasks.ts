@@ -57,6 +57,12 @@ export interface FinishedStage {
   stage: string;
   ms: number;
   timings?: Record<string, number>;
+  /**
+   * Stages gone through since the last write with no write of their own, because their result was
+   * known ahead (a repository snapshot recorded it): entered in stage_history, each with `detail`
+   * saying what it was, before the status the write enters.
+   */
+  passed?: { status: string; detail: string }[];
 }
 
 /** Merges one finished stage's duration into stage_durations (nothing when none finished). */
@@ -67,21 +73,38 @@ const addDuration = (finished?: FinishedStage) =>
  * stage_history with `status` entered now (tern_iso: the API's timestamp format), in the write
  * that enters it: the queue path keeps the same history a warm claim writes, at no extra round trip.
  */
-const enterHistory = (status: string) =>
-  sql<string>`stage_history || jsonb_build_array(jsonb_build_object('status', ${status}::text, 'at', tern_iso(clock_timestamp())))`;
+const enterHistory = (status: string, passed: FinishedStage["passed"] = []) => {
+  const entries = [
+    ...passed.map(
+      (p) =>
+        sql`jsonb_build_object('status', ${p.status}::text, 'at', tern_iso(clock_timestamp()), 'detail', ${p.detail}::text)`,
+    ),
+    sql`jsonb_build_object('status', ${status}::text, 'at', tern_iso(clock_timestamp()))`,
+  ];
+  return sql<string>`stage_history || jsonb_build_array(${sql.join(entries)})`;
+};
 
 export const startTasksRepository = (db: Kysely<Database>) => {
   /**
    * The one write path of a running start: it only lands while `attempt` (the fencing token)
    * still owns the task and the task is not finished. False when it was refused.
    */
-  const fencedUpdate = async (id: string, attempt: number, set: UpdateObject<Database, "start_tasks">) => {
+  const fencedUpdate = async (
+    id: string,
+    attempt: number,
+    set: UpdateObject<Database, "start_tasks">,
+    passed?: FinishedStage["passed"],
+  ) => {
     if (set.status !== undefined) {
       // A status change: its webhook outbox rows commit with it.
       return inTransaction(db, async (trx) => {
         const row = await trx
           .updateTable("start_tasks")
-          .set({ ...set, stage_history: enterHistory(String(set.status)), updated_at: sql<string>`clock_timestamp()` })
+          .set({
+            ...set,
+            stage_history: enterHistory(String(set.status), passed),
+            updated_at: sql<string>`clock_timestamp()`,
+          })
           .where("id", "=", id)
           .where("attempt", "=", attempt)
           .where("status", "not in", TERMINAL)
@@ -247,7 +270,7 @@ export const startTasksRepository = (db: Kysely<Database>) => {
      * a write from an attempt that no longer owns the task changes nothing and returns false.
      */
     enterStage(id: string, attempt: number, status: StartTaskStatus, finished?: FinishedStage): Promise<boolean> {
-      return fencedUpdate(id, attempt, { status, stage_durations: addDuration(finished) });
+      return fencedUpdate(id, attempt, { status, stage_durations: addDuration(finished) }, finished?.passed);
     },
 
     setSandbox(id: string, attempt: number, sandboxId: string): Promise<boolean> {
@@ -261,11 +284,12 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       conversationId: string | null,
       finished?: FinishedStage,
     ): Promise<boolean> {
-      return fencedUpdate(id, attempt, {
-        status: "READY",
-        app_conversation_id: conversationId,
-        stage_durations: addDuration(finished),
-      });
+      return fencedUpdate(
+        id,
+        attempt,
+        { status: "READY", app_conversation_id: conversationId, stage_durations: addDuration(finished) },
+        finished?.passed,
+      );
     },
 
     /**
