@@ -1,22 +1,9 @@
 import { randomUUID } from "node:crypto";
-import {
-  type BashLastOutput,
-  NotFoundError,
-  parseId,
-  readRefusalOf,
-  type Sandbox,
-  sandboxReadError,
-  UnavailableError,
-} from "@tern/core";
-import {
-  type BashCommandRow,
-  type BashEventQuery,
-  type BashEventRow,
-  bashEventsRepository,
-  sandboxesRepository,
-} from "@tern/db";
+import { type BashLastOutput, parseId, UnavailableError } from "@tern/core";
+import { type BashCommandRow, type BashEventQuery, type BashEventRow, bashEventsRepository } from "@tern/db";
 import { liveWorkers } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
+import { runningSandbox } from "./sandboxes.ts";
 import { callWorker, workerResult } from "./worker-access.ts";
 
 /**
@@ -29,16 +16,6 @@ import { callWorker, workerResult } from "./worker-access.ts";
 
 /** A command the API stored but no worker took for this long is taken as never started. */
 const UNDISPATCHED_GRACE_MS = 60_000;
-
-/** The sandbox, running: ConflictError while paused or starting, GoneError once removed. */
-export const runningAgentSandbox = async (deps: Pick<WorkerReadDeps, "db">, sandboxId: string): Promise<Sandbox> => {
-  const id = parseId(sandboxId);
-  const sandbox = id ? await sandboxesRepository(deps.db).get(id) : null;
-  if (!sandbox) throw new NotFoundError("No such sandbox");
-  const refusal = readRefusalOf(sandbox.status);
-  if (refusal) throw sandboxReadError(refusal, sandbox.id);
-  return sandbox;
-};
 
 // ---------------------------------------------------------------------------------------------
 // bash
@@ -138,7 +115,7 @@ export const startAgentBashCommand = async (
     : null;
   if (!stored?.command) {
     // Not stored: the one rule says why (404, 409 while paused or starting, 410 once gone).
-    await runningAgentSandbox(deps, sandboxId);
+    await runningSandbox(deps, sandboxId);
     throw new UnavailableError("The sandbox is not running; try again shortly");
   }
   const command = stored.command;
@@ -228,23 +205,23 @@ export const uploadAgentFile = async (
   body: ReadableStream<Uint8Array>,
   maxBytes: number,
 ): Promise<void> => {
-  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const sandbox = await runningSandbox(deps, sandboxId);
   const res = await callWorker(deps, sandbox, "upload", { path, max: maxBytes }, { body, timeoutMs: 10 * 60_000 });
   await res.body?.cancel();
 };
 
 /** A file of the sandbox, its body streamed from the worker. */
 export const downloadAgentFile = async (deps: WorkerReadDeps, sandboxId: string, path: string): Promise<Response> => {
-  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const sandbox = await runningSandbox(deps, sandboxId);
   return callWorker(deps, sandbox, "download", { path }, { stream: true });
 };
 
 export const agentGitChanges = async (deps: WorkerReadDeps, sandboxId: string, path: string, ref?: string) => {
-  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const sandbox = await runningSandbox(deps, sandboxId);
   return workerResult("gitChanges", await callWorker(deps, sandbox, "gitChanges", { path, ref }));
 };
 
 export const agentGitDiff = async (deps: WorkerReadDeps, sandboxId: string, path: string, ref?: string) => {
-  const sandbox = await runningAgentSandbox(deps, sandboxId);
+  const sandbox = await runningSandbox(deps, sandboxId);
   return workerResult("gitDiff", await callWorker(deps, sandbox, "gitDiff", { path, ref }));
 };

@@ -1,5 +1,6 @@
 import {
   generateSessionApiKey,
+  isSandboxGone,
   newId,
   type OwnedSandbox,
   parseId,
@@ -90,7 +91,7 @@ export const sandboxOfSessionKey = async (
         ? await sandboxesRepository(deps.db).get(holder.conversation.sandboxId)
         : null;
   if (!sandbox || sandbox.id !== sandboxId || !sandbox.userId) throw unauthorized();
-  if (sandbox.status === "MISSING" || sandbox.status === "ERROR") throw unauthorized();
+  if (isSandboxGone(sandbox.status)) throw unauthorized();
   return sandbox;
 };
 

@@ -141,6 +141,20 @@ export const removeSandbox = async (deps: SandboxCommandDeps, caller: Caller, ra
 };
 
 /**
+ * The sandbox `rawId` names (32 hex or uuid), known and running: NotFoundError when unknown,
+ * ConflictError while it is paused or starting, GoneError once removed. For callers that already
+ * know the sandbox is theirs (the agent-server mount checked its key; a worker serves the API).
+ */
+export const runningSandbox = async (deps: Pick<ServiceDeps, "db">, rawId: string): Promise<Sandbox> => {
+  const id = parseId(rawId);
+  const sandbox = id ? await sandboxesRepository(deps.db).get(id) : null;
+  if (!sandbox) throw new NotFoundError("No such sandbox");
+  const refusal = readRefusalOf(sandbox.status);
+  if (refusal) throw sandboxReadError(refusal, sandbox.id);
+  return sandbox;
+};
+
+/**
  * The sandbox of a conversation as a reader of its workspace needs it: there, and running.
  * ConflictError while it is paused or starting, GoneError once removed.
  */

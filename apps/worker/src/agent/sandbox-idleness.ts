@@ -6,7 +6,7 @@ import {
   type SandboxesRepository,
   sandboxesRepository,
 } from "@tern/db";
-import type { SandboxDriver } from "@tern/sandbox";
+import { type SandboxDriver, sandboxFaultOf } from "@tern/sandbox";
 import type { Kysely } from "kysely";
 
 interface IdlenessDeps {
@@ -119,8 +119,7 @@ export const ensureSandboxRunning = async (deps: IdlenessDeps, conversation: Con
   try {
     await deps.sandboxes.resume(ref);
   } catch (err) {
-    const info = await deps.sandboxes.inspect(ref);
-    if (info && info.state !== "failed") throw err;
+    if ((await sandboxFaultOf(deps.sandboxes, ref)) !== "gone") throw err;
     await repo.update(sandbox.id, { status: "MISSING" });
     deps.logger.warn({ err, conversation_id: conversation.id }, "an idle-paused sandbox was gone when resumed");
     return;

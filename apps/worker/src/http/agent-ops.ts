@@ -16,9 +16,10 @@ import {
 } from "@tern/core";
 import { bashEventsRepository, type Database } from "@tern/db";
 import type { SandboxDriver } from "@tern/sandbox";
+import { runningSandbox } from "@tern/services";
 import type { Kysely } from "kysely";
 import { GIT_EXIT, gitScript } from "../git-scripts.ts";
-import { isWithin, liveSandbox, whyExecFailed } from "./read-file.ts";
+import { isWithin, whyExecFailed } from "./read-file.ts";
 
 /**
  * What the agent-server API of a sandbox (`/agent/{sandbox}/api/bash|file|git`) asks of
@@ -141,7 +142,7 @@ export const startBashCommand = async (
   const repo = bashEventsRepository(deps.db);
   const found = sandboxId && id ? await repo.dispatchInSandbox(sandboxId, id, deps.workerId, new Date()) : null;
   if (!found) {
-    if (sandboxId && !id) await liveSandbox(deps, rawSandboxId);
+    if (sandboxId && !id) await runningSandbox(deps, rawSandboxId);
     throw new NotFoundError(sandboxId && !id ? "No such bash command" : "No such sandbox");
   }
   const { sandbox, workspaceDir, command } = found;
@@ -262,7 +263,7 @@ export const uploadWorkspaceFile = async (
   body: ReadableStream<Uint8Array> | null,
   maxBytes: number,
 ): Promise<void> => {
-  const sandbox = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await runningSandbox(deps, rawSandboxId);
   const { real, kind } = await workspacePath(deps, sandbox, path);
   if (kind === "dir" || kind === "other") throw new BadRequestError("Path is not a file");
   if (!deps.sandboxes.openProcess) throw new Error("the sandbox driver cannot stream into a sandbox");
@@ -368,7 +369,7 @@ export const downloadWorkspaceFile = async (
   rawSandboxId: string,
   path: string,
 ): Promise<{ name: string; body: ReadableStream<Uint8Array> }> => {
-  const sandbox = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await runningSandbox(deps, rawSandboxId);
   const { real, kind } = await workspacePath(deps, sandbox, path);
   if (kind === "missing") throw new NotFoundError("File not found");
   if (kind !== "file") throw new BadRequestError("Path is not a file");
@@ -402,7 +403,7 @@ export const workspaceGitChanges = async (
   path: string,
   ref: string | undefined,
 ): Promise<GitChange[]> => {
-  const sandbox = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await runningSandbox(deps, rawSandboxId);
   const { real } = await workspacePath(deps, sandbox, path);
   const r = await deps.sandboxes
     .exec(refOf(sandbox), {
@@ -440,7 +441,7 @@ export const workspaceGitDiff = async (
   path: string,
   ref: string | undefined,
 ): Promise<GitFileDiff> => {
-  const sandbox = await liveSandbox(deps, rawSandboxId);
+  const sandbox = await runningSandbox(deps, rawSandboxId);
   const { real } = await workspacePath(deps, sandbox, path);
   const r = await deps.sandboxes
     .exec(refOf(sandbox), {

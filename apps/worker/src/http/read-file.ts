@@ -1,14 +1,7 @@
-import {
-  ForbiddenError,
-  NotFoundError,
-  PayloadTooLargeError,
-  parseId,
-  readRefusalOf,
-  type Sandbox,
-  sandboxReadError,
-} from "@tern/core";
-import { conversationsRepository, type Database, sandboxesRepository } from "@tern/db";
-import type { SandboxDriver } from "@tern/sandbox";
+import { ForbiddenError, PayloadTooLargeError, type Sandbox, sandboxReadError } from "@tern/core";
+import { conversationsRepository, type Database } from "@tern/db";
+import { type SandboxDriver, sandboxFaultOf } from "@tern/sandbox";
+import { runningSandbox } from "@tern/services";
 import type { Kysely } from "kysely";
 
 /** The sandbox's workspace: every conversation's directory is below it (/workspace/project, /workspace/<repo>). */
@@ -52,22 +45,12 @@ export interface ReadFileDeps {
   sandboxes: Pick<SandboxDriver, "exec" | "inspect">;
 }
 
-/** The sandbox, known and running (409 while paused or starting, 410 once gone). */
-export const liveSandbox = async (deps: Pick<ReadFileDeps, "db">, rawId: string): Promise<Sandbox> => {
-  const sandboxId = parseId(rawId);
-  const sandbox = sandboxId ? await sandboxesRepository(deps.db).get(sandboxId) : null;
-  if (!sandbox) throw new NotFoundError("No such sandbox");
-  const refusal = readRefusalOf(sandbox.status);
-  if (refusal) throw sandboxReadError(refusal, sandbox.id);
-  return sandbox;
-};
-
 /** The sandbox as a reader needs it: known, not removed, not paused, its conversation's workspace known. */
 export const readableSandbox = async (
   deps: ReadFileDeps,
   rawId: string,
 ): Promise<{ sandbox: Sandbox; dir: string }> => {
-  const sandbox = await liveSandbox(deps, rawId);
+  const sandbox = await runningSandbox(deps, rawId);
   const conversation = sandbox.conversationId
     ? await conversationsRepository(deps.db).get(sandbox.conversationId)
     : null;
@@ -80,9 +63,8 @@ export const readableSandbox = async (
  * GoneError or ConflictError; anything else is ours (thrown as is).
  */
 export const whyExecFailed = async (deps: ReadFileDeps, sandbox: Sandbox, err: unknown): Promise<never> => {
-  const info = await deps.sandboxes.inspect(sandbox.ref ?? sandbox.name).catch(() => undefined);
-  if (info === null) throw sandboxReadError("gone", sandbox.id);
-  if (info?.state === "paused") throw sandboxReadError("paused", sandbox.id);
+  const fault = await sandboxFaultOf(deps.sandboxes, sandbox.ref ?? sandbox.name);
+  if (fault === "gone" || fault === "paused") throw sandboxReadError(fault, sandbox.id);
   throw err;
 };
 

@@ -1,5 +1,5 @@
 import { abandonRun } from "@tern/agent";
-import { isTerminalStartTaskStatus } from "@tern/core";
+import { isSandboxGone, isTerminalStartTaskStatus } from "@tern/core";
 import {
   agentRunsRepository,
   conversationsRepository,
@@ -98,7 +98,7 @@ const removeOrphanContainers = async (deps: WorkerDeps): Promise<string[]> => {
     const row = await sandboxesRepository(deps.db).findByName(c.name);
     // The row of a sandbox moved to another engine is that engine's: left as it is.
     const elsewhere = row?.engineId && deps.engineId && row.engineId !== deps.engineId;
-    if (row && row.status !== "ERROR" && row.status !== "MISSING" && !elsewhere) {
+    if (row && !isSandboxGone(row.status) && !elsewhere) {
       await sandboxesRepository(deps.db).update(row.id, { status: "MISSING" });
     }
     deps.logger.info({ sandbox: c.name, state: c.state, reason }, "janitor removed a sandbox");

@@ -1,7 +1,7 @@
 import { commandRefusalOf, type Logger, type Sandbox } from "@tern/core";
 import { agentRunsRepository, conversationsRepository, type Database, sandboxesRepository } from "@tern/db";
 import { promoteAgentRun, type Queues, type SandboxCommandResult } from "@tern/queue";
-import type { SandboxDriver } from "@tern/sandbox";
+import { type SandboxDriver, sandboxFaultOf } from "@tern/sandbox";
 import type { Kysely, Transaction } from "kysely";
 
 /**
@@ -20,8 +20,9 @@ export interface SandboxCommandDeps {
 const refOf = (row: Sandbox) => row.ref ?? row.name;
 
 /**
- * A driver call failed: when the sandbox has vanished underneath (removed behind our back), the
- * row says so and the command is refused as `gone`; any other failure is passing and is retried.
+ * A driver call failed: when the sandbox has vanished underneath (removed behind our back, or
+ * broken for good), the row says so and the command is refused as `gone`; any other failure is
+ * passing and is retried.
  */
 const unlessVanished = async (
   deps: SandboxCommandDeps,
@@ -29,7 +30,7 @@ const unlessVanished = async (
   row: Sandbox,
   err: unknown,
 ): Promise<SandboxCommandResult> => {
-  if ((await deps.sandboxes.inspect(refOf(row))) !== null) throw err;
+  if ((await sandboxFaultOf(deps.sandboxes, refOf(row))) !== "gone") throw err;
   await sandboxesRepository(trx).update(row.id, { status: "MISSING" });
   deps.logger.warn({ sandbox_id: row.id }, "the sandbox had vanished; marked MISSING");
   return { outcome: "gone" };

@@ -1,4 +1,4 @@
-import { healthMetrics, type Logger, newEvent } from "@tern/core";
+import { healthMetrics, isSandboxGone, type Logger, newEvent } from "@tern/core";
 import {
   agentRunsRepository,
   type Database,
@@ -55,7 +55,7 @@ const stopOverDiskLimit = async (
     return;
   }
   const conversationId = await sandboxesRepository(deps.db).withLock(row.id, async (locked, trx) => {
-    if (!locked || locked.status === "MISSING" || locked.status === "ERROR") return null;
+    if (!locked || isSandboxGone(locked.status)) return null;
     // Even when the row says PAUSED: it was seen running, and writing.
     await deps.sandboxes.pause(sandbox.ref);
     // Paused already by the user or another worker's watch: the conversation was told.
