@@ -16,7 +16,7 @@ import { serverSpan } from "./middleware/server-span.ts";
 import { validationHook } from "./middleware/validation.ts";
 import { pageRoutes } from "./page/routes.ts";
 import { ADMIN_QUEUES_PATH, adminQueueRoutes } from "./routes/admin/queues.ts";
-import { AGENT_SERVER_MOUNT, agentServerRoutes } from "./routes/agent-server/index.ts";
+import { AGENT_FILE_UPLOAD, AGENT_SERVER_MOUNT, agentServerRoutes } from "./routes/agent-server/index.ts";
 import { appConversationRoutes } from "./routes/app-conversations/index.ts";
 import { registerDocs } from "./routes/docs.ts";
 import { eventRoutes } from "./routes/events/index.ts";
@@ -31,11 +31,9 @@ import { secretRoutes } from "./routes/secrets/index.ts";
 import { settingsRoutes } from "./routes/settings/index.ts";
 import { registerEventSocket } from "./routes/streams/events-socket.ts";
 import { streamRoutes } from "./routes/streams/index.ts";
+import { MAX_BODY_BYTES } from "./routes/streams/socket-frames.ts";
 import { userRoutes } from "./routes/users/index.ts";
 import { webhookRoutes } from "./routes/webhooks/index.ts";
-
-const MAX_BODY_BYTES = 1024 * 1024;
-const AGENT_FILE_UPLOAD = /^\/agent\/[^/]+\/api\/file\/upload\/?$/;
 
 /** Builds the HTTP application from its dependencies; main.ts and the tests both call it. */
 export const createApp = (given: ApiDeps) => {
@@ -89,7 +87,7 @@ export const createApp = (given: ApiDeps) => {
     if (limiter) app.use(path, rateLimit(limiter));
   }
   app.use("/api/*", rejectNulCharacters());
-  registerEventSocket(app, deps);
+  registerEventSocket(app, deps, limiter);
   for (const routes of [
     keyRoutes,
     appConversationRoutes,

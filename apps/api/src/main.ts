@@ -3,12 +3,12 @@ import { runService, type ServiceContext, sealSessionApiKey, secretBoxFromConfig
 import { apiKeysRepository, assertSchemaCurrent, conversationsRepository, createChangeFeed, createDb } from "@tern/db";
 import { createQueueEvents, createQueues, createRedis, QueueName } from "@tern/queue";
 import { resolveCursorSecret, resolveInternalToken } from "@tern/services";
-import { WebSocketServer } from "ws";
 import { createApp } from "./app.ts";
 import { type ApiConfig, loadApiConfig } from "./config.ts";
 import { createKeyCache } from "./middleware/key-cache.ts";
 import { createKeyUsage } from "./middleware/key-usage.ts";
 import { createStreamHub } from "./routes/streams/event-pump.ts";
+import { createSocketServer } from "./routes/streams/socket-frames.ts";
 import { startWorkerPresence } from "./worker-presence.ts";
 
 const REDIS_START_WAIT_MS = 5_000;
@@ -103,7 +103,7 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ApiConfig>) =>
     fetch: app.fetch,
     port: config.PORT,
     hostname: config.HOST,
-    websocket: { server: new WebSocketServer({ noServer: true }) },
+    websocket: { server: createSocketServer() },
   });
   // Closed first: stop accepting connections and let in-flight requests finish.
   shutdown.register("http server", () => new Promise<void>((resolve) => server.close(() => resolve())));

@@ -1,9 +1,9 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { createChangeFeed } from "@tern/db";
-import { WebSocketServer } from "ws";
 import { createApp } from "../src/app.ts";
 import { createStreamHub, type StreamHub } from "../src/routes/streams/event-pump.ts";
+import { createSocketServer } from "../src/routes/streams/socket-frames.ts";
 import { startTestApi, type TestApi } from "./harness.ts";
 
 /**
@@ -33,7 +33,7 @@ export const startStreamTestApi = async (env: Record<string, string> = {}): Prom
       fetch: app.fetch,
       port: 0,
       hostname: "127.0.0.1",
-      websocket: { server: new WebSocketServer({ noServer: true }) },
+      websocket: { server: createSocketServer() },
     });
     await new Promise<void>((resolve) => server.once("listening", () => resolve()));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -4,7 +4,7 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Redis } from "ioredis";
 import type { ApiConfig } from "../config.ts";
-import type { AuthEnv } from "./auth.ts";
+import type { AuthEnv, Principal } from "./auth.ts";
 
 /** The budgets a request may draw on: every request the general one, starts and messages theirs too. */
 export type RateBudget = "general" | "starts" | "messages";
@@ -260,10 +260,11 @@ const headersOf = (v: Verdict): Record<string, string> => ({
   "RateLimit-Reset": String(v.resetSeconds),
 });
 
-const keyOf = (c: Context<AuthEnv>): string => {
-  const p = c.get("principal");
-  return p.kind === "api_key" ? `key:${p.keyId}` : `session:${p.conversationId}`;
-};
+/** The key a principal's budgets are counted under (a session key counts as its own). */
+export const rateKeyOf = (p: Principal): string =>
+  p.kind === "api_key" ? `key:${p.keyId}` : `session:${p.conversationId}`;
+
+const keyOf = (c: Context<AuthEnv>): string => rateKeyOf(c.get("principal"));
 
 /**
  * Per key (a session key counts as its own): past a budget, 429 with Retry-After and the

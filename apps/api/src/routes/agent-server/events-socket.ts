@@ -7,8 +7,9 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import type { ApiDeps } from "../../deps.ts";
 import type { KeyUsage } from "../../middleware/key-usage.ts";
-import type { RateLimiter } from "../../middleware/rate-limit.ts";
+import { type RateLimiter, rateKeyOf } from "../../middleware/rate-limit.ts";
 import { type EventFeed, type FeedSocket, openEventFeed } from "../streams/events-socket.ts";
+import { frameFailure, refusalOfFrame } from "../streams/socket-frames.ts";
 import { type AgentCaller, authenticateAgentKey } from "./auth.ts";
 import type { AgentServerEnv } from "./context.ts";
 
@@ -52,7 +53,8 @@ const parseAfterTimestamp = (raw: string): string | null => {
  * conversation that is not in this sandbox (or not the caller's) closes with 4004. `resend_mode=all`
  * sends every stored event first, `since` those with a timestamp at or after `after_timestamp`,
  * none: only new ones. Each later frame is a user message, which runs the agent (the same service
- * as POST .../events); an auth frame again is ignored. Its events are fed as the app server's socket
+ * as POST .../events), held to what that POST is (socket-frames.ts: 1 MiB, the messages budget per
+ * frame, no NUL); an auth frame again is ignored. Its events are fed as the app server's socket
  * feeds them (openEventFeed).
  */
 export const registerAgentEventSocket = (
@@ -96,13 +98,8 @@ export const registerAgentEventSocket = (
         } catch {
           return close(4001, "Authentication failed");
         }
-        if (limiter) {
-          const p = caller.principal;
-          const verdict = await limiter.check(
-            p.kind === "api_key" ? `key:${p.keyId}` : `session:${p.conversationId}`,
-            null,
-          );
-          if (verdict?.refused) return close(1013, "Rate limit exceeded");
+        if (limiter && (await limiter.check(rateKeyOf(caller.principal), null))?.refused) {
+          return close(1013, "Rate limit exceeded");
         }
         const conversation = await ownedConversation(deps, { userId: caller.sandbox.userId }, rawConversationId).catch(
           () => null,
@@ -150,9 +147,10 @@ export const registerAgentEventSocket = (
           authTimer = setTimeout(() => close(4001, "Authentication failed"), FIRST_FRAME_AUTH_TIMEOUT_MS);
         },
         async onMessage(e, ws) {
+          const text = String(e.data);
           let data: unknown;
           try {
-            data = JSON.parse(String(e.data));
+            data = JSON.parse(text);
           } catch {
             data = undefined;
           }
@@ -163,6 +161,8 @@ export const registerAgentEventSocket = (
             return begin(ws, typeof key === "string" ? key : null).catch(failed);
           }
           if (state !== "open" || !caller || isAuthFrame(data)) return;
+          const refusal = await refusalOfFrame(limiter, caller.principal, text);
+          if (refusal) return void ws.send(serverError(refusal.code, refusal.detail));
           const parsed = incomingMessage.safeParse(data);
           if (!parsed.success) {
             ws.send(serverError("ValidationError", "Send a Message: {role: 'user', content: [{type: 'text', text}]}"));
@@ -171,9 +171,10 @@ export const registerAgentEventSocket = (
           const content = parsed.data.content.map((p) => ({ type: p.type, text: p.text }));
           // The conversation was checked to be in the caller's sandbox: it is the caller's to message.
           const asCaller = { userId: caller.sandbox.userId, conversationId };
-          await sendMessage(deps, asCaller, conversationId, { content, run: true }).catch((err: Error) =>
-            ws.send(serverError(err.constructor.name, err.message)),
-          );
+          await sendMessage(deps, asCaller, conversationId, { content, run: true }).catch((err: unknown) => {
+            const failure = frameFailure(err, deps.logger, { conversation_id: conversationId });
+            ws.send(serverError(failure.code, failure.detail));
+          });
         },
         onClose: () => close(1000, ""),
         onError: () => close(1011, ""),

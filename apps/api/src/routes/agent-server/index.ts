@@ -16,6 +16,9 @@ import { agentSandboxOpsRoutes } from "./sandbox-ops/index.ts";
 /** Where app.ts mounts the agent server of each sandbox. */
 export const AGENT_SERVER_MOUNT = "/agent/:sandbox_id";
 
+/** The agent server's file upload: its body streams to the sandbox under AGENT_FILE_UPLOAD_MAX_BYTES. */
+export const AGENT_FILE_UPLOAD = /^\/agent\/[^/]+\/api\/file\/upload\/?$/;
+
 /** What the mount takes beside the API's deps: the app's own key usage and rate limiter (null: none). */
 export type AgentServerDeps = ApiDeps & { keyUsage: KeyUsage; rateLimiter: RateLimiter | null };
 
@@ -47,7 +50,8 @@ export const agentServerRoutes = (deps: AgentServerDeps): Hono<AgentServerEnv> =
     }),
   );
   if (deps.rateLimiter) router.use("*", rateLimit(deps.rateLimiter));
-  router.use("*", rejectNulCharacters());
+  // The upload's bytes are the file's own, streamed under its cap: no check reads them.
+  router.use("*", rejectNulCharacters({ streamed: (path) => AGENT_FILE_UPLOAD.test(path) }));
 
   for (const group of [agentConversationRoutes, agentSandboxOpsRoutes]) router.route("/", group(deps));
 

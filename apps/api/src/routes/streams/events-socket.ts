@@ -11,8 +11,10 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import type { ApiDeps } from "../../deps.ts";
 import type { AuthEnv } from "../../middleware/auth.ts";
+import type { RateLimiter } from "../../middleware/rate-limit.ts";
 import { decodeEventCursor } from "./event-cursor.ts";
 import { createEventPump, type StreamHub } from "./event-pump.ts";
+import { frameFailure, refusalOfFrame } from "./socket-frames.ts";
 
 /** What a socket client may send: a user message, as OpenHands' agent-server socket takes it. */
 const incomingMessage = z.object({
@@ -32,11 +34,12 @@ const positionOfEvent = async (deps: ApiDeps, conversationId: string, eventId: s
  * `/sockets/events/{conversation_id}`: the conversation's events over a WebSocket, for clients of
  * OpenHands' agent-server socket. Each message is one event's JSON. `resend_all=true` sends every
  * stored event first (else only new ones); `after=<event id or stream id>` resumes after that event
- * with no gap and no duplicate. A client may send a user message ({role, content, run}). Same
+ * with no gap and no duplicate. A client may send a user message ({role, content, run}), held to
+ * what a POST of it is (socket-frames.ts: 1 MiB, the messages budget per frame, no NUL). Same
  * bounded buffer, heartbeat (pings) and shutdown as the SSE stream; close code 1013 tells a slow
  * client to resume with `after`.
  */
-export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps) =>
+export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps, limiter: RateLimiter | null) =>
   app.get(
     "/sockets/events/:conversation_id",
     upgradeWebSocket(async (c) => {
@@ -63,21 +66,23 @@ export const registerEventSocket = (app: Hono<AuthEnv>, deps: ApiDeps) =>
           feed = await openEventFeed(deps, hub, ws, { conversationId: conversation.id, after, fromStart: resendAll });
         },
         async onMessage(e) {
+          const reply = (r: { code: string; detail: string }) => socket?.send(JSON.stringify({ kind: "error", ...r }));
           if (principal.kind !== "api_key") {
-            socket?.send(JSON.stringify({ kind: "error", detail: "A session key only reads this conversation" }));
+            reply({ code: "forbidden", detail: "A session key only reads this conversation" });
             return;
           }
+          const text = String(e.data);
+          const refusal = await refusalOfFrame(limiter, principal, text);
+          if (refusal) return void reply(refusal);
           let parsed: z.infer<typeof incomingMessage>;
           try {
-            parsed = incomingMessage.parse(JSON.parse(String(e.data)));
+            parsed = incomingMessage.parse(JSON.parse(text));
           } catch {
-            socket?.send(
-              JSON.stringify({ kind: "error", detail: "Send {role: 'user', content: [{type: 'text', text}]}" }),
-            );
+            reply({ code: "validation_failed", detail: "Send {role: 'user', content: [{type: 'text', text}]}" });
             return;
           }
           await sendMessage(deps, principal, conversation.id, { content: parsed.content, run: parsed.run }).catch(
-            (err: Error) => socket?.send(JSON.stringify({ kind: "error", detail: err.message })),
+            (err: unknown) => reply(frameFailure(err, deps.logger, { conversation_id: conversation.id })),
           );
         },
         onClose: stop,
