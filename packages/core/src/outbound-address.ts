@@ -19,10 +19,15 @@ export interface OutboundAddressPolicy {
  * Whose settings widen the policy: a refusal names them (WEBHOOK_ALLOW_HTTP, MCP_ALLOW_PRIVATE, …;
  * for a user's LLM endpoint, an LLM_USER_BASE_URLS entry).
  */
-export type OutboundSettings = "WEBHOOK" | "MCP" | "LLM";
+export type OutboundSettings = "WEBHOOK" | "MCP" | "LLM" | "GIT";
 
 const widenedBy = (settings: OutboundSettings, what: "PRIVATE" | "HTTP"): string =>
-  settings === "LLM" ? "an LLM_USER_BASE_URLS entry names it" : `${settings}_ALLOW_${what}=true`;
+  settings === "LLM"
+    ? "an LLM_USER_BASE_URLS entry names it"
+    : // A git host is the deployment's own (GIT_BASE_URL*), or a user's that GIT_ALLOW_PRIVATE_HOSTS widens.
+      settings === "GIT"
+      ? "the deployment's own git host, or GIT_ALLOW_PRIVATE_HOSTS=true"
+      : `${settings}_ALLOW_${what}=true`;
 
 /** Why a URL or an address is refused, for the caller's 422, the delivery's error or the run's event. */
 export class OutboundAddressError extends Error {

@@ -16,8 +16,12 @@ const tokenUser: Record<GitProvider, string> = {
   bitbucket: "x-token-auth",
 };
 
+/** The Authorization header's value for a provider's token: git's own (extraHeader) and the ref lookup's. */
+export const gitAuthorization = (provider: GitProvider, token: string): string =>
+  `Basic ${Buffer.from(`${tokenUser[provider]}:${token}`).toString("base64")}`;
+
 const basicAuthHeader = (provider: GitProvider, token: string): string =>
-  `Authorization: Basic ${Buffer.from(`${tokenUser[provider]}:${token}`).toString("base64")}`;
+  `Authorization: ${gitAuthorization(provider, token)}`;
 
 export interface GitAccess {
   /** The repository's URL, as the remote git host serves it (never with credentials in it). */

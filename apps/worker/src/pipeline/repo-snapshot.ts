@@ -1,10 +1,10 @@
-import { tmpdir } from "node:os";
+import { checkedFetch } from "@tern/core";
 import { type RepoSnapshot, type RepoSnapshotKey, repoSnapshotsRepository, type SnapshotStageResults } from "@tern/db";
 import { SandboxLabel } from "@tern/sandbox";
 import type { WorkerDeps } from "../deps.ts";
 import { type ResolvedAccess, resolveGitAccess } from "../git/git-access.ts";
-import { gitEnvFor, runGit } from "../git/run-git.ts";
 import type { AcquiredSandbox, StartContext, Workspace } from "./context.ts";
+import { lookUpRef } from "./ref-lookup.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
 
 /** Labels of a snapshot image: ours, this deployment's, and the row that owns it. */
@@ -14,7 +14,9 @@ const SnapshotLabel = {
   UserId: "tern.user_id",
 } as const;
 
-const LS_REMOTE_TIMEOUT_MS = 30_000;
+const REF_LOOKUP_TIMEOUT_MS = 30_000;
+/** A ref lookup's answer: ls-refs names one ref; a v0 advertisement lists them all. */
+const REF_LOOKUP_MAX_BYTES = 8 * 1024 * 1024;
 
 /** What a start with a repository knows of snapshots before its sandbox exists. */
 export interface SnapshotPlan {
@@ -22,7 +24,7 @@ export interface SnapshotPlan {
   key: RepoSnapshotKey;
   /** The snapshot this start begins from; null: clone and run the setup script. */
   hit: RepoSnapshot | null;
-  /** The git access ls-remote used: the clone uses it again. */
+  /** The git access the ref lookup used: the clone uses it again. */
   access: ResolvedAccess;
 }
 
@@ -32,20 +34,21 @@ const snapshotsEnabled = (deps: WorkerDeps): deps is WorkerDeps & { engineId: st
   typeof deps.sandboxes.commit === "function" &&
   typeof deps.sandboxes.removeImage === "function";
 
-/** The commit a branch (or the default branch) is at, asked of the host as the clone asks: null when it cannot say. */
-const lsRemote = async (access: ResolvedAccess, branch: string | null): Promise<string | null> => {
-  const ref = branch ? `refs/heads/${branch}` : "HEAD";
-  const r = await runGit(["ls-remote", "--", access.url, ref], {
-    cwd: tmpdir(),
-    env: gitEnvFor(access, tmpdir()),
-    timeoutMs: LS_REMOTE_TIMEOUT_MS,
-    secrets: [access.token],
+/**
+ * The commit a branch (or the default branch) is at, asked of the host with the clone's access, from
+ * the worker's own process (ref-lookup.ts): null when it cannot say. The host is reached as every URL a
+ * user may name is: the deployment's own git host may be private; a user's own only where
+ * GIT_ALLOW_PRIVATE_HOSTS says so, as the clone's check of it (git-access.ts).
+ */
+const commitOfBranch = (deps: WorkerDeps, access: ResolvedAccess, branch: string | null): Promise<string | null> =>
+  lookUpRef(access, branch ? `refs/heads/${branch}` : "HEAD", {
+    fetch: checkedFetch({
+      policy: { allowPrivate: !access.userHost || deps.config.GIT_ALLOW_PRIVATE_HOSTS, allowHttp: access.allowHttp },
+      settings: "GIT",
+      maxResponseBytes: REF_LOOKUP_MAX_BYTES,
+    }),
+    timeoutMs: REF_LOOKUP_TIMEOUT_MS,
   });
-  if (r.code !== 0 || r.timedOut) return null;
-  const line = r.stdout.split("\n").find((l) => l.endsWith(`\t${ref}`));
-  const commit = line?.split("\t")[0] ?? "";
-  return /^[0-9a-f]{40,64}$/.test(commit) ? commit : null;
-};
 
 /** What a start knows of snapshots from the database alone, before it asks the host for the commit. */
 interface SnapshotDraft {
@@ -104,16 +107,16 @@ const draftSnapshot = async (ctx: StartContext): Promise<SnapshotDraft | null> =
 };
 
 /**
- * The commit is the host's now (git ls-remote on the worker, with the user's access, as the clone):
+ * The commit is the host's now (a ref lookup from the worker, with the user's access, as the clone):
  * the snapshot of exactly that commit, if the user has one, is taken. The host is asked only when a
- * snapshot could serve: a first start pays no ls-remote.
+ * snapshot could serve: a first start pays no lookup.
  */
 const confirmSnapshot = async (ctx: StartContext, draft: SnapshotDraft): Promise<SnapshotPlan> => {
   const { key, access } = draft;
   if (draft.noHit) return { key, hit: null, access };
   const started = Date.now();
   const spec = { fullName: key.repository, branch: key.branch || null };
-  const commit = await lsRemote(access, spec.branch).catch(() => null);
+  const commit = await commitOfBranch(ctx.deps, access, spec.branch);
   if (!commit) return { key, hit: null, access };
   const confirmed = { ...key, commit };
   const hit = await repoSnapshotsRepository(ctx.deps.db).take(confirmed);
@@ -136,17 +139,31 @@ export const acquireSandboxForStart = async (
   ctx: StartContext,
   /** False for a start taken over or retried: its own sandbox may exist already, it never begins from a snapshot. */
   mayUseSnapshot: boolean,
-  acquire: (snapshotImage: string | undefined) => Promise<AcquiredSandbox>,
+  /** Makes the sandbox, from a snapshot's image when given one; it may do its own lookups while that image is looked up. */
+  acquire: (snapshotImage: string | undefined | Promise<string | undefined>) => Promise<AcquiredSandbox>,
   beginClone: (plan: SnapshotPlan | null) => void,
 ): Promise<{ sandbox: AcquiredSandbox; snapshot: SnapshotPlan | null }> => {
-  const draft = mayUseSnapshot ? await draftSnapshot(ctx) : null;
+  // The database's word on snapshots and the sandbox's own lookups, at once: the sandbox waits for
+  // the image only when it is made. A draft that fails fails the making before any create.
+  const drafting = mayUseSnapshot ? draftSnapshot(ctx) : Promise.resolve(null);
+  const making = acquire(drafting.then((d) => (d && !d.noHit ? d.likely?.image : undefined)));
+  // Awaited below; a failure before that is not an unhandled rejection.
+  making.catch(() => undefined);
+  let draft: SnapshotDraft | null;
+  try {
+    draft = await drafting;
+  } catch (err) {
+    await making.catch(() => undefined);
+    throw err;
+  }
   const likely = draft && !draft.noHit ? draft.likely : null;
   if (!draft || !likely) {
+    // No snapshot can serve (there is none of this repository, or the start is `fresh`): no lookup.
     const plan = draft ? await confirmSnapshot(ctx, draft) : null;
     beginClone(plan);
-    return { sandbox: await acquire(plan?.hit?.image), snapshot: plan };
+    return { sandbox: await making, snapshot: plan };
   }
-  const [made, plan] = await Promise.allSettled([acquire(likely.image), confirmSnapshot(ctx, draft)]);
+  const [made, plan] = await Promise.allSettled([making, confirmSnapshot(ctx, draft)]);
   if (plan.status === "rejected") {
     if (made.status === "fulfilled") await ctx.deps.sandboxes.destroy(made.value.ref);
     throw plan.reason;
@@ -185,7 +202,7 @@ export const beginSnapshot = async (
 ): Promise<SnapshotInProgress | null> => {
   const { deps } = ctx;
   if (!snapshotsEnabled(deps) || !workspace.setupHash) return null;
-  // The commit the clone checked out: a push between ls-remote and the clone keys it right.
+  // The commit the clone checked out: a push between the ref lookup and the clone keys it right.
   const commit = workspace.commit ?? plan.key.commit;
   if (!commit) return null;
   const key = {
