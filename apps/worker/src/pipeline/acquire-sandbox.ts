@@ -16,15 +16,18 @@ export const acquireSandbox = async (
   ctx: StartContext,
   /** A fresh sandbox's own name (startOverIfRepositoryCodeRan); otherwise the task's. */
   name: string = sandboxNameForTask(ctx.task.id),
-  /** A repository snapshot's image (repo-snapshot.ts): never a warm sandbox then. */
-  snapshotImage?: string,
+  /**
+   * A repository snapshot's image (repo-snapshot.ts): never a warm sandbox then. It may be still
+   * looked up: the task's sandbox row is looked up meanwhile.
+   */
+  snapshotImageLookup?: string | Promise<string | undefined>,
 ): Promise<AcquiredSandbox> => {
   const { deps, task } = ctx;
   const { config } = deps;
-  const image = snapshotImage ?? config.SANDBOX_IMAGE;
   const sandboxes = sandboxesRepository(deps.db);
 
-  const found = await sandboxes.findByTask(task.id);
+  const [found, snapshotImage] = await Promise.all([sandboxes.findByTask(task.id), snapshotImageLookup]);
+  const image = snapshotImage ?? config.SANDBOX_IMAGE;
   let row: { id: string; name: string } | null = found;
   // A sandbox's own start (POST /api/v1/sandboxes) finds the row the API wrote, not made yet: it
   // takes a warm sandbox all the same on its first attempt (a later one may find its container made).
