@@ -363,7 +363,10 @@ export interface AgentServerConversationsTable {
   max_iterations: number;
   stuck_detection: boolean;
   working_dir: string;
+  /** The client's agent as ConversationInfo echoes it: every secret the SDK's models mark masked. */
   agent: ColumnType<Record<string, unknown>, string, string>;
+  /** The client's agent as given, sealed (migration 0510); null on rows from before. */
+  agent_sealed: string | null;
   created_at: Generated<string>;
 }
 

@@ -29,6 +29,7 @@ import * as m0350 from "./20261128_0350_snapshot_source.ts";
 import * as m0400 from "./20261129_0400_requested_runs.ts";
 import * as m0410 from "./20261129_0410_one_opening.ts";
 import * as m0500 from "./20261205_0500_snapshot_stage_results.ts";
+import * as m0510 from "./20261205_0510_sealed_client_agent.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -62,4 +63,5 @@ export const migrations: Record<string, Migration> = {
   "20261129_0400_requested_runs": m0400,
   "20261129_0410_one_opening": m0410,
   "20261205_0500_snapshot_stage_results": m0500,
+  "20261205_0510_sealed_client_agent": m0510,
 };

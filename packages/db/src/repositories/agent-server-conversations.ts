@@ -15,8 +15,10 @@ export interface AgentServerAgent {
   maxIterations: number;
   stuckDetection: boolean;
   workingDir: string;
-  /** The client's agent as ConversationInfo echoes it (no key). */
+  /** The client's agent as ConversationInfo echoes it: every secret the SDK's models mark masked. */
   agent: Record<string, unknown>;
+  /** The client's agent as given, sealed: the only place its other secrets are kept. */
+  sealedAgent: string | null;
   createdAt: string;
 }
 
@@ -42,6 +44,7 @@ const toAgent = (r: Selectable<AgentServerConversationsTable>): AgentServerAgent
   stuckDetection: r.stuck_detection,
   workingDir: r.working_dir,
   agent: r.agent,
+  sealedAgent: r.agent_sealed,
   createdAt: r.created_at,
 });
 
@@ -89,6 +92,7 @@ export const agentServerConversationsRepository = (db: Kysely<Database>) => ({
           stuck_detection: a.stuckDetection,
           working_dir: a.workingDir,
           agent: JSON.stringify(a.agent),
+          agent_sealed: a.sealedAgent,
         })
         .execute();
       return true;

@@ -3,10 +3,12 @@ import {
   ConflictError,
   type Conversation,
   confirmationPolicySchema,
+  isStdioServer,
   issueSessionApiKey,
   type McpConfig,
   type MessageContent,
   maskMcpConfig,
+  maskSdkSecrets,
   mcpConfigSchema,
   NotFoundError,
   newId,
@@ -14,6 +16,7 @@ import {
   type Resolver,
   readRefusalOf,
   type SandboxStatus,
+  SDK_MASKED_SECRET,
   sandboxReadError,
   serverModelRefusal,
   userBaseUrlRefusal,
@@ -64,7 +67,7 @@ const defaultTools: Record<string, string> = {
 };
 
 /** What an agent-server ConversationInfo shows for a key that was given (pydantic's SecretStr). */
-export const MASKED_SECRET = "**********";
+export const MASKED_SECRET = SDK_MASKED_SECRET;
 
 const fieldError = (field: string, message: string) =>
   new ValidationError(`${field}: ${message}`, [{ field, in: "json", message }]);
@@ -172,9 +175,36 @@ export interface ResolvedAgent {
   apiKey: string | null;
   tools: string[];
   mcpConfig: McpConfig | null;
-  /** The agent as ConversationInfo shows it: the key masked, MCP values hidden. */
+  /** The agent as ConversationInfo shows it: every secret the SDK's models mark masked, MCP values hidden. */
   shown: Record<string, unknown>;
 }
+
+/** A remote MCP server's URL as shown: query values hidden (a token may ride there). */
+const shownMcpUrl = (raw: string): string => {
+  try {
+    const url = new URL(raw);
+    for (const key of [...url.searchParams.keys()]) url.searchParams.set(key, MASKED_SECRET);
+    return url.href;
+  } catch {
+    return MASKED_SECRET;
+  }
+};
+
+/** A remote server's URL with credentials in it: refused (they would be kept and shown as part of the URL). */
+const refuseMcpUrlCredentials = (config: McpConfig) => {
+  for (const [name, server] of Object.entries(config.mcpServers)) {
+    if (isStdioServer(server)) continue;
+    let url: URL | null = null;
+    try {
+      url = new URL(server.url);
+    } catch {
+      url = null;
+    }
+    if (url && (url.username || url.password)) {
+      throw fieldError(`agent.mcp_config.${name}.url`, "must not carry credentials; send them in headers");
+    }
+  }
+};
 
 /**
  * The client's agent, or a ValidationError naming what tern cannot run: another agent kind, a tool
@@ -226,6 +256,7 @@ export const resolveAgent = async (
     const mcp = mcpConfigSchema.safeParse(given);
     if (!mcp.success) throw validationErrorOf("agent.mcp_config", mcp.error);
     mcpConfig = mcp.data;
+    refuseMcpUrlCredentials(mcpConfig);
   }
   const model = ternModelName(agent.llm.model);
   const apiKey = agent.llm.api_key || null;
@@ -242,15 +273,23 @@ export const resolveAgent = async (
     const refusal = serverModelRefusal(settings, model);
     if (refusal) throw fieldError("agent.llm.model", refusal);
   }
-  const { api_key: _key, ...llmShown } = agent.llm;
+  const mcpShown = mcpConfig
+    ? Object.fromEntries(
+        Object.entries(maskMcpConfig(mcpConfig).mcpServers).map(([name, s]) => [
+          name,
+          isStdioServer(s) ? s : { ...s, url: shownMcpUrl(s.url) },
+        ]),
+      )
+    : {};
   const shown: Record<string, unknown> = {
     ...agent,
     kind: "Agent",
-    llm: { ...llmShown, ...(apiKey ? { api_key: MASKED_SECRET } : {}) },
     tools: agent.tools.map((t) => ({ name: t.name, params: t.params ?? {} })),
-    mcp_config: mcpConfig ? maskMcpConfig(mcpConfig).mcpServers : {},
+    mcp_config: mcpShown,
   };
-  return { model, baseUrl, apiKey, tools: [...tools], mcpConfig, shown };
+  // Every field the SDK's models mark as a secret (the LLM's keys and headers, the condensers',
+  // the critic's, the context's, the MCP servers'), found by the contract, not by name here.
+  return { model, baseUrl, apiKey, tools: [...tools], mcpConfig, shown: maskSdkSecrets(shown, "AgentBase").masked };
 };
 
 /** What the request asks that tern cannot do, refused by field name. */
@@ -277,6 +316,7 @@ const refuseUnrunnable = (r: StartAgentConversationRequest) => {
 const secretsContext = (conversationId: string) => `agent-server:${conversationId}:secrets`;
 const llmKeyContext = (conversationId: string) => `agent-server:${conversationId}:llm_api_key`;
 const mcpContext = (conversationId: string) => `agent-server:${conversationId}:mcp_config`;
+const agentContext = (conversationId: string) => `agent-server:${conversationId}:agent`;
 
 export type AgentServerDeps = ConversationDeps &
   Pick<ServiceDeps, "llmModels" | "resolve"> & {
@@ -381,6 +421,7 @@ export const startAgentServerConversation = async (
       stuckDetection: request.stuck_detection,
       workingDir: request.workspace.working_dir,
       agent: agent.shown,
+      sealedAgent: box.seal(JSON.stringify(request.agent), agentContext(id)),
     },
   });
   if (!created) throw new ConflictError("conversation_id: a conversation with this id exists");
@@ -519,7 +560,8 @@ export const conversationInfo = (
   available_models: [],
   supports_runtime_model_switch: false,
   launched_agent_profile: null,
-  agent: extra.agent?.agent ?? defaultAgent(c),
+  // Masked again as it is read: a row written by an older version may hold what is masked now.
+  agent: extra.agent ? maskSdkSecrets(extra.agent.agent, "AgentBase").masked : defaultAgent(c),
   client_tools: [],
 });
 
