@@ -299,7 +299,7 @@ describe("the input fuzz, every keyed route of the agent-server contract", () =>
   const LLM_BASE_URL = "http://127.0.0.1:9/v1";
 
   beforeAll(async () => {
-    const llmUrls = { LLM_USER_BASE_URLS: "http://127.0.0.1:" };
+    const llmUrls = { LLM_USER_BASE_URLS: "http://127.0.0.1:9" };
     agentApi = await startTestApi({ worker: true, env: llmUrls, workerEnv: llmUrls });
     owner = await agentApi.newUser();
     const { conversationId } = await createSandboxedConversation({

@@ -221,6 +221,10 @@ const OWNER_CALLS: Record<string, OwnerCall> = {
   "DELETE /api/v1/webhooks/{id}": { ids: async () => ({ id: await fresh.webhook() }), status: 200 },
   "GET /api/v1/webhooks/{id}/deliveries": { ids: () => ({ id: aliceIds.webhook! }), status: 200 },
   "DELETE /api/v1/git/providers/{id}": { ids: async () => ({ id: await fresh.gitProvider() }), status: 200 },
+  "POST /api/v1/app-conversations/{conversation_id}/read-only-key": {
+    ids: () => ({ conversation_id: aliceIds.conversation! }),
+    status: 200,
+  },
 };
 
 /**
@@ -562,7 +566,7 @@ describe("the cross-tenant matrix, every keyed route of the agent-server contrac
     });
 
   beforeAll(async () => {
-    const llmUrls = { LLM_USER_BASE_URLS: "http://127.0.0.1:" };
+    const llmUrls = { LLM_USER_BASE_URLS: "http://127.0.0.1:9" };
     agentApi = await startTestApi({ worker: true, env: llmUrls, workerEnv: llmUrls });
     owner = await agentApi.newUser();
     stranger = await agentApi.newUser();

@@ -1965,6 +1965,92 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/app-conversations/{conversation_id}/read-only-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A key that only watches the conversation (for sharing it)
+         * @description The conversation's read-only key: as `X-Session-API-Key`, or pasted into the conversation page, it reads the conversation, its events and their streams, and does nothing else (no message, no command, no agent-server route, no secret). The same key each time it is asked; it stops working when the conversation is deleted. Unlike `session_api_key`, which is the conversation's agent-server key, it is the one to share with someone who should only watch.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    conversation_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The key */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ReadOnlyKey"];
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Unknown, or not the caller's */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/conversation/{conversation_id}/events/search": {
         parameters: {
             query?: never;
@@ -5488,6 +5574,10 @@ export interface components {
              * @default true
              */
             run: boolean;
+        };
+        ReadOnlyKey: {
+            /** @description Reads this conversation and its events; does nothing else */
+            key: string;
         };
         EventPage: {
             items: components["schemas"]["Event"][];

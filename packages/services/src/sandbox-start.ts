@@ -72,9 +72,10 @@ export const startSandbox = async (
 const unauthorized = () => new UnauthorizedError("Unauthorized");
 
 /**
- * The sandbox `rawSandboxId` names, when `key` is a session key of THAT sandbox: its own (a sandbox
- * made by POST /api/v1/sandboxes), or that of the conversation it runs. Any other key, and a
- * sandbox that is gone, is 401 alike: a key opens its own sandbox's settings and nothing else.
+ * The sandbox `rawSandboxId` names, when `key` is THAT sandbox's own key (a sandbox made by POST
+ * /api/v1/sandboxes, whose agent server OpenHands runs with the user's secrets). Any other key, a
+ * conversation's included (tern runs no agent server in a sandbox that would need them), and a
+ * sandbox that is gone, is 401 alike: the key opens its own sandbox's settings and nothing else.
  */
 export const sandboxOfSessionKey = async (
   deps: Pick<ServiceDeps, "db">,
@@ -84,14 +85,9 @@ export const sandboxOfSessionKey = async (
   const sandboxId = parseId(rawSandboxId);
   if (!key || sandboxId === null) throw unauthorized();
   const holder = await holderOfSessionKey(deps, key);
-  const sandbox =
-    holder?.kind === "sandbox"
-      ? holder.sandbox
-      : holder?.conversation.sandboxId
-        ? await sandboxesRepository(deps.db).get(holder.conversation.sandboxId)
-        : null;
-  if (!sandbox || sandbox.id !== sandboxId || !sandbox.userId) throw unauthorized();
-  if (isSandboxGone(sandbox.status)) throw unauthorized();
+  const sandbox = holder?.kind === "sandbox" ? holder.sandbox : null;
+  if (!sandbox || sandbox.id !== sandboxId) throw unauthorized();
+  if (sandbox.status === "MISSING" || sandbox.status === "ERROR") throw unauthorized();
   return sandbox;
 };
 

@@ -13,12 +13,15 @@ import type { KeyUsage } from "./key-usage.ts";
 /**
  * Who is calling. Handlers read it with `c.get("principal")` and scope every query to `userId`.
  * - `api_key`: an API key (Authorization: Bearer, or X-Access-Token) of a user.
- * - `session`: a conversation's session_api_key (X-Session-API-Key); it reads that one conversation,
- *   its metadata and its events, and nothing else (the middleware refuses every other route).
+ * - `session`: a conversation's session_api_key (X-Session-API-Key); on these routes it reads that
+ *   one conversation and its events, and may interrupt it and answer its confirmations (the
+ *   middleware refuses every other route). Its agent server is the mount's (routes/agent-server).
+ * - `read_only`: a conversation's read-only key: it reads that conversation and its events, and
+ *   does nothing else, here or anywhere.
  */
 export type Principal =
   | { kind: "api_key"; userId: string; isAdmin: boolean; keyId: string }
-  | { kind: "session"; userId: string; isAdmin: false; conversationId: string };
+  | { kind: "session" | "read_only"; userId: string; isAdmin: false; conversationId: string };
 
 /** Hono environment of every authenticated router. */
 export interface AuthEnv {
@@ -80,9 +83,10 @@ const SESSION_COMMANDS = [
   /^\/api\/v1\/conversation\/[^/]+\/interrupt\/?$/,
   /^\/api\/v1\/conversation\/[^/]+\/events\/respond_to_confirmation\/?$/,
 ];
+const mayRead = (method: string, path: string): boolean =>
+  (method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path));
 const sessionMayCall = (method: string, path: string): boolean =>
-  ((method === "GET" || method === "HEAD") && SESSION_ROUTES.some((r) => r.test(path))) ||
-  (method === "POST" && SESSION_COMMANDS.some((r) => r.test(path)));
+  mayRead(method, path) || (method === "POST" && SESSION_COMMANDS.some((r) => r.test(path)));
 
 const unauthorized = (message: string) => new UnauthorizedError(message);
 
@@ -142,18 +146,17 @@ const liveApiKey = async (deps: Pick<ApiDeps, "db" | "keyCache">, key: string): 
  * cache as every request's is (so a revocation reaches it on every replica), or a conversation's
  * session key; null when neither.
  */
-export const kindOfKey = async (deps: ApiDeps, key: string): Promise<"api_key" | "session" | null> => {
+export const kindOfKey = async (deps: ApiDeps, key: string): Promise<Principal["kind"] | null> => {
   if (await liveApiKey(deps, key)) return "api_key";
-  if (await holderOfSessionKey(deps, key, { conversationsOnly: true })) return "session";
-  return null;
+  return (await principalOfSessionKey(deps, key))?.kind ?? null;
 };
 
-/** The principal of a conversation's session key; null when no live conversation holds it. */
+/** The principal of a conversation's session key or read-only key; null when no live conversation holds it. */
 const principalOfSessionKey = async (deps: ApiDeps, key: string): Promise<Principal | null> => {
   const holder = await holderOfSessionKey(deps, key, { conversationsOnly: true });
-  if (!holder) return null;
+  if (!holder || holder.kind === "sandbox") return null;
   const { userId, conversationId } = sessionOf(holder);
-  return { kind: "session", userId, isAdmin: false, conversationId };
+  return { kind: holder.kind === "read_only" ? "read_only" : "session", userId, isAdmin: false, conversationId };
 };
 
 const resolvePrincipal = async (c: Context, deps: ApiDeps, keyUsage: KeyUsage): Promise<Principal> => {
@@ -226,6 +229,9 @@ export const authenticate = (deps: ApiDeps, keyUsage: KeyUsage) =>
       throw unauthorized(
         "A session API key only reads its own conversation and its events, and may interrupt it or answer its confirmations",
       );
+    }
+    if (principal.kind === "read_only" && !mayRead(c.req.method, c.req.path)) {
+      throw unauthorized("A read-only key only reads its own conversation and its events");
     }
     c.set("principal", principal);
     await next();

@@ -7,6 +7,7 @@
   const { STAGES, FINAL } = TERN_ENUMS;
   let id = location.pathname.split("/").filter(Boolean)[1] || "";
   let readOnly = false;
+  let followUp = false;
   let stream = null;
 
   const $ = (s) => document.getElementById(s);
@@ -67,7 +68,7 @@
   const pending = new Map();
   let status = "";
   const renderConfirmation = () => {
-    const waiting = status === "waiting_for_confirmation" && pending.size > 0;
+    const waiting = !readOnly && status === "waiting_for_confirmation" && pending.size > 0;
     $("confirmation").hidden = !waiting;
     if (!waiting) return;
     const list = $("pending-actions");
@@ -91,8 +92,8 @@
     const badge = $("execution-status");
     badge.textContent = value;
     badge.className = `badge ${value}`;
-    // Stop (POST /interrupt) while the agent works; a session key may call it too.
-    $("stop").hidden = value !== "running";
+    // Stop (POST /interrupt) while the agent works; a session key may call it too, a read-only key not.
+    $("stop").hidden = readOnly || value !== "running";
     if (FINAL.includes(value)) {
       $("final-state").hidden = false;
       $("final-state").textContent = `The agent stopped: ${value}`;
@@ -236,7 +237,7 @@
     setStatus(conv.execution_status);
     $("sandbox-status").textContent = `sandbox ${conv.sandbox_status}`;
     renderStages("READY");
-    $("follow-up").hidden = readOnly;
+    $("follow-up").hidden = !followUp;
     $("read-only").hidden = !readOnly;
     followEvents();
   };
@@ -265,11 +266,12 @@
     const session = await (await api("/conversations/session")).json();
     if (!session.signed_in) return showSignIn();
     readOnly = session.read_only;
+    followUp = session.follow_up;
     const res = await api(`/api/v1/app-conversations?ids=${encodeURIComponent(id)}`);
     if (res.status === 401) return showSignIn(await errorText(res));
     const [conv] = res.ok ? await res.json() : [null];
     if (conv) return showConversation(conv);
-    if (!readOnly) {
+    if (followUp) {
       const t = await api(`/api/v1/app-conversations/start-tasks?ids=${encodeURIComponent(id)}`);
       const [task] = t.ok ? await t.json() : [null];
       if (task) return followTask(task);

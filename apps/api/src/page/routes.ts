@@ -26,6 +26,17 @@ const SECURITY_HEADERS = {
 const signInBody = z.object({ key: z.string().trim().min(1).max(512) });
 
 /**
+ * What the page offers to the key it signed in: an API key everything; a conversation's session
+ * key Stop, Approve and Reject (what it may call on the app routes); a read-only key nothing but
+ * watching, which is all that key may do anywhere.
+ */
+const sessionOfPage = (kind: Awaited<ReturnType<typeof kindOfKey>>) => ({
+  signed_in: kind !== null,
+  read_only: kind === "read_only",
+  follow_up: kind === "api_key",
+});
+
+/**
  * The conversation page at `conversation_url` ({PUBLIC_URL}/conversations/{id}): one HTML page, its
  * script and style, all served from here (no build step, no CDN), and its sign-in, which turns a
  * pasted key into a short-lived cookie (see session.ts) that the API's auth accepts.
@@ -46,11 +57,11 @@ export const pageRoutes = (deps: ApiDeps) => {
     const cookie = getCookie(c, PAGE_COOKIE);
     const key = cookie ? openPageSession(deps.secretBox, cookie) : null;
     const kind = key ? await kindOfKey(deps, key) : null;
-    return c.json({ signed_in: kind !== null, read_only: kind === "session" }, 200, SECURITY_HEADERS);
+    return c.json(sessionOfPage(kind), 200, SECURITY_HEADERS);
   });
   app.post("/conversations/session", async (c) => {
     const parsed = signInBody.safeParse(await c.req.json().catch(() => null));
-    if (!parsed.success) throw new UnauthorizedError("Paste an API key or a session key");
+    if (!parsed.success) throw new UnauthorizedError("Paste an API key, a session key or a read-only key");
     const kind = await kindOfKey(deps, parsed.data.key);
     if (!kind) throw new UnauthorizedError("The key is unknown, revoked or expired");
     setCookie(c, PAGE_COOKIE, sealPageSession(deps.secretBox, parsed.data.key, ttl), {
@@ -60,11 +71,11 @@ export const pageRoutes = (deps: ApiDeps) => {
       maxAge: ttl,
       secure,
     });
-    return c.json({ signed_in: true, read_only: kind === "session" }, 200, SECURITY_HEADERS);
+    return c.json(sessionOfPage(kind), 200, SECURITY_HEADERS);
   });
   app.delete("/conversations/session", (c) => {
     deleteCookie(c, PAGE_COOKIE, { path: "/" });
-    return c.json({ signed_in: false, read_only: false }, 200, SECURITY_HEADERS);
+    return c.json(sessionOfPage(null), 200, SECURITY_HEADERS);
   });
 
   app.get("/conversations/:id", (c) =>

@@ -38,7 +38,14 @@ export const registerDocs = (app: OpenAPIHono<AuthEnv>, publicUrl: string) => {
     type: "apiKey",
     in: "header",
     name: "X-Session-API-Key",
-    description: "A conversation's session_api_key: reads that conversation and its events only",
+    description:
+      'A key that is not an API key (README, "Keys"). On these routes: a conversation\'s `session_api_key` ' +
+      "reads that conversation and its events, and may interrupt it and answer its confirmations; its " +
+      "read-only key (POST …/read-only-key) reads them and does nothing else; a sandbox's own key " +
+      "(POST /api/v1/sandboxes) reads the owner's secrets for that sandbox (…/settings/secrets). On the " +
+      "agent server (`agent_server_url`), a conversation's key acts on its own conversation and its sandbox's " +
+      "workspace (never another conversation, never a new one, never a secret), a sandbox's key on the whole " +
+      "sandbox, and a read-only key on nothing.",
   });
   const plain = (path: string, summary: string, schema: z.ZodType) =>
     registry.registerPath({

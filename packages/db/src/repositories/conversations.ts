@@ -39,6 +39,8 @@ export interface ConversationFilter {
   updatedAtGte?: string;
   updatedAtLt?: string;
   sandboxId?: string;
+  /** This conversation only (what a conversation's own key lists on its agent server). */
+  conversationId?: string;
   /** Conversations started with a parent are left out unless asked for (as OpenHands does). */
   includeSubConversations?: boolean;
   /** Only conversations in this execution status (the agent server's `status`). */
@@ -161,6 +163,7 @@ export const conversationsRepository = (db: Kysely<Database>) => {
 
   const filtered = (userId: string, f: ConversationFilter) => {
     let q = base().where("conversations.user_id", "=", userId);
+    if (f.conversationId !== undefined) q = q.where("conversations.id", "=", f.conversationId);
     if (!f.includeSubConversations) q = q.where("conversations.parent_conversation_id", "is", null);
     if (f.titleContains !== undefined && f.titleContains !== "")
       q = q.where(sql<boolean>`conversations.title ilike ${`%${likeEscaped(f.titleContains)}%`}`);
@@ -302,6 +305,15 @@ export const conversationsRepository = (db: Kysely<Database>) => {
         ])
         .executeTakeFirstOrThrow();
       return Boolean(taken.conversation || taken.task);
+    },
+
+    /** The conversation, while its keys stand (not revoked by its deletion); null otherwise. */
+    async findWithLiveKeys(id: string): Promise<Conversation | null> {
+      const row = await base()
+        .where("conversations.id", "=", id)
+        .where("conversations.session_revoked_at", "is", null)
+        .executeTakeFirst();
+      return row ? toConversation(row) : null;
     },
 
     async findBySessionKey(sessionApiKey: string): Promise<Conversation | null> {

@@ -3,6 +3,7 @@ import {
   ConflictError,
   type Conversation,
   confirmationPolicySchema,
+  ForbiddenError,
   isStdioServer,
   issueSessionApiKey,
   type McpConfig,
@@ -324,13 +325,21 @@ export type AgentServerDeps = ConversationDeps &
     llmUserBaseUrls?: readonly string[];
   };
 
-/** The sandbox a route acts on, and whom for (the agent-server mount's AgentSandbox). */
+/**
+ * The sandbox a route acts on, and whom for (the agent-server mount's AgentSandbox). With
+ * `conversationId` (a conversation's own key), that conversation only: the sandbox's others are
+ * not found.
+ */
 export interface SandboxScope {
   sandboxId: string;
   userId: string;
+  conversationId?: string;
 }
 
-const callerOf = (scope: SandboxScope): Caller => ({ userId: scope.userId });
+const callerOf = (scope: SandboxScope): Caller => ({
+  userId: scope.userId,
+  ...(scope.conversationId ? { conversationId: scope.conversationId } : {}),
+});
 
 /** The sandbox's conversation, or NotFoundError (another sandbox's is not found either). */
 export const sandboxConversation = async (
@@ -357,13 +366,19 @@ export const sandboxConversations = async (
  * POST /api/conversations: the conversation in this sandbox (it exists: no start pipeline), its
  * agent, its first message and, with one, its first run (an initial message always runs, as in
  * OpenHands). A `conversation_id` this sandbox already has answers that one (`created: false`);
- * one taken elsewhere is a ConflictError.
+ * one taken elsewhere is a ConflictError. A conversation's own key starts none (ForbiddenError):
+ * it acts on its conversation, and a start runs on the operator's LLM key unless the client names one.
  */
 export const startAgentServerConversation = async (
   deps: AgentServerDeps,
   scope: SandboxScope,
   body: unknown,
 ): Promise<{ conversation: Conversation; created: boolean }> => {
+  if (scope.conversationId) {
+    throw new ForbiddenError(
+      "A conversation's session key acts on its own conversation; start one with the sandbox's key or an API key",
+    );
+  }
   const parsed = startAgentConversationSchema.safeParse(body);
   if (!parsed.success) throw validationErrorOf("", parsed.error);
   const request = parsed.data;

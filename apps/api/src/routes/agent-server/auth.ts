@@ -48,6 +48,8 @@ export const authenticateAgentKey = async (
   const sandboxId = parseId(rawSandboxId);
   // An API key (its prefix says so; session keys are `sess_…`) is never a session key: no lookup.
   const holder = key.startsWith(API_KEY_PREFIX) ? null : await holderOfSessionKey(deps, key);
+  // A read-only key watches through the app routes; no agent-server route is only a read.
+  if (holder?.kind === "read_only") throw agentUnauthorized();
   if (holder) {
     const session = sessionOf(holder);
     if (sandboxId === null || session.sandboxId !== sandboxId) throw agentUnauthorized();

@@ -104,7 +104,9 @@ export const registerAgentEventSocket = (
         const conversation = await ownedConversation(deps, { userId: caller.sandbox.userId }, rawConversationId).catch(
           () => null,
         );
-        if (!conversation || conversation.sandboxId !== caller.sandbox.sandboxId) {
+        // A conversation's own key opens that conversation's socket only.
+        const own = caller.sandbox.via === "conversation_key" ? caller.sandbox.conversationId : null;
+        if (!conversation || conversation.sandboxId !== caller.sandbox.sandboxId || (own && own !== conversation.id)) {
           return close(4004, "Conversation not found");
         }
         conversationId = conversation.id;

@@ -6,6 +6,7 @@ import { registerWorkspaceResults } from "./diff.ts";
 import { registerDownloadTrajectory } from "./download.ts";
 import { registerReadFile } from "./file.ts";
 import { registerListHooks } from "./hooks.ts";
+import { registerReadOnlyKey } from "./read-only-key.ts";
 import { registerSearchConversations } from "./search.ts";
 import { registerAppSendMessage } from "./send-message.ts";
 import { registerListSkills } from "./skills.ts";
@@ -34,5 +35,6 @@ export const appConversationRoutes = (deps: ApiDeps) => {
   registerWorkspaceResults(router, deps);
   registerUpdateConversation(router, deps);
   registerAppSendMessage(router, deps);
+  registerReadOnlyKey(router, deps);
   return router;
 };

@@ -48,13 +48,26 @@ import { jsonBody, parseRequest } from "../errors.ts";
 
 type C = Context<AgentServerEnv>;
 
-const scopeOf = (c: C): SandboxScope => {
+/** The conversation a conversation's own key is held to (its agent server is that conversation's); none otherwise. */
+const ownConversationOf = (c: C): string | undefined => {
   const s = c.get("agentSandbox");
-  return { sandboxId: s.sandboxId, userId: s.userId };
+  return s.via === "conversation_key" && s.conversationId ? s.conversationId : undefined;
 };
 
-/** The caller the app-server services take: the sandbox's owner (the session key reaches every conversation of its sandbox). */
-const callerOf = (c: C) => ({ userId: c.get("agentSandbox").userId });
+const scopeOf = (c: C): SandboxScope => {
+  const s = c.get("agentSandbox");
+  const conversationId = ownConversationOf(c);
+  return { sandboxId: s.sandboxId, userId: s.userId, ...(conversationId ? { conversationId } : {}) };
+};
+
+/**
+ * The caller the app-server services take: the sandbox's owner, held to its own conversation when
+ * the key is a conversation's (the sandbox's own key and the owner's API key reach every one).
+ */
+const callerOf = (c: C) => {
+  const conversationId = ownConversationOf(c);
+  return { userId: c.get("agentSandbox").userId, ...(conversationId ? { conversationId } : {}) };
+};
 
 const limitParam = z.coerce.number().int().gt(0).lte(100).default(100);
 
@@ -124,6 +137,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
     const page = await searchConversations(deps, callerOf(c), {
       filter: {
         sandboxId: scopeOf(c).sandboxId,
+        conversationId: ownConversationOf(c),
         includeSubConversations: true,
         ...(q.status ? { executionStatus: q.status } : {}),
       },
@@ -138,6 +152,7 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
     const q = parseRequest(z.object({ status: z.enum(executionStatuses).optional() }), c.req.query(), "query");
     const n = await countConversations(deps, callerOf(c), {
       sandboxId: scopeOf(c).sandboxId,
+      conversationId: ownConversationOf(c),
       includeSubConversations: true,
       ...(q.status ? { executionStatus: q.status } : {}),
     });
