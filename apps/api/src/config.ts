@@ -80,6 +80,13 @@ const apiConfigSchema = z.object({
     .min(1)
     .max(1024 * 1024 * 1024)
     .default(100 * 1024 * 1024),
+  /** Bash commands of the agent-server API running at once in one sandbox; past it 429. 0: off. */
+  AGENT_BASH_MAX_IN_FLIGHT: z.coerce.number().int().min(0).max(10_000).default(8),
+  /**
+   * How long `execute_bash_command` holds its request (seconds): a command still running then is
+   * answered with its output so far (exit_code null) and goes on, its end read by polling.
+   */
+  AGENT_BASH_EXECUTE_MAX_S: z.coerce.number().int().min(1).max(86_400).default(300),
 });
 
 export type ApiConfig = z.infer<typeof apiConfigSchema>;

@@ -101,6 +101,23 @@ const workerConfigSchema = z.object({
   /** The same bounds over all users of one engine. */
   REPO_SNAPSHOTS_MAX_PER_ENGINE: z.coerce.number().int().min(1).max(100_000).default(100),
   REPO_SNAPSHOTS_MAX_MB_PER_ENGINE: z.coerce.number().int().min(1).max(104_857_600).default(102_400),
+  /**
+   * Output of the agent-server API's bash commands kept in Postgres, in characters: per command
+   * (past it the rest is dropped, said in its last event) and per sandbox (past it the sandbox's
+   * oldest finished commands leave, outputs and all).
+   */
+  AGENT_BASH_OUTPUT_MAX_CHARS: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(268_435_456)
+    .default(4 * 1024 * 1024),
+  AGENT_BASH_SANDBOX_OUTPUT_MAX_CHARS: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(4_294_967_296)
+    .default(64 * 1024 * 1024),
   /** How long a job's lock lasts without renewal: a dead worker's job is taken over after about this long. */
   WORKER_LOCK_DURATION_MS: ms.default(30_000),
   /** How often each worker looks for jobs whose lock expired (stalled). */

@@ -86,12 +86,16 @@ export const workerApi = {
   },
   /**
    * Runs a stored bash command (the API stored it). `wait=1`: answers once its last output is
-   * stored, with that output (null when someone else ended it); otherwise at once, 202.
+   * stored, with that output (null when someone else ended it), or after `max_wait_ms` with its
+   * output so far (`finished: false`, not stored: the command goes on); otherwise at once.
    */
   bash: {
     method: "POST",
     route: "/internal/sandboxes/:sandboxId/bash/:commandId",
-    query: z.object({ wait: z.enum(["1"]).optional() }),
+    query: z.object({
+      wait: z.enum(["1"]).optional(),
+      max_wait_ms: z.coerce.number().int().positive().optional(),
+    }),
     result: z.object({ finished: z.boolean(), last: bashLastOutputSchema.nullable().optional() }),
   },
   /** The request's body, raw, written to the file at `path` (streamed); past `max` bytes 413. */

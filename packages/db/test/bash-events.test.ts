@@ -46,7 +46,7 @@ describe("bash events: execute_bash_command's statements", () => {
     for (const status of ["PAUSED", "STARTING", "MISSING"]) {
       const id = await sandboxIn(status);
       const c = command(id);
-      expect(await repo.insertCommandIfRunning(c)).toEqual({ status, engineId: null, command: null });
+      expect(await repo.insertCommandIfRunning(c)).toEqual({ status, engineId: null, full: false, command: null });
       expect(await repo.getCommand(c.id)).toBeNull();
     }
     expect(await repo.insertCommandIfRunning(command(randomUUID()))).toBeNull();

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type BashLastOutput, parseId, UnavailableError } from "@tern/core";
+import { type BashLastOutput, parseId, QuotaExceededError, UnavailableError } from "@tern/core";
 import { type BashCommandRow, type BashEventQuery, type BashEventRow, bashEventsRepository } from "@tern/db";
 import { liveWorkers } from "@tern/queue";
 import type { WorkerReadDeps } from "./deps.ts";
@@ -94,25 +94,48 @@ export const finishOrphanedCommands = async (deps: WorkerReadDeps, sandboxId: st
   return finished;
 };
 
+/** How long a worker may take past a waited command's own deadline to answer. */
+const WAIT_MARGIN_MS = 60_000;
+/** A command stored while the sandbox has this many running is refused; a slot frees in seconds. */
+const IN_FLIGHT_RETRY_AFTER_S = 5;
+
 /**
  * Stores the command and has a worker run it. `wait`: resolves once it finished (its last output
- * stored), with that output when the worker said what it stored (null: read it back). A worker
- * that cannot be reached leaves the command ended with an error exit, not running.
- * The sandbox's state is checked in the statement that stores the command (one round trip).
+ * stored), with that output when the worker said what it stored (null: read it back), or after
+ * `maxWaitMs` with its output so far (exit code null; the command goes on). A worker that cannot
+ * be reached leaves the command ended with an error exit, not running.
+ * The sandbox's state, and its commands in flight against `maxInFlight` (QuotaExceededError past
+ * it), are checked in the statement that stores the command (one round trip).
  */
 export const startAgentBashCommand = async (
   deps: WorkerReadDeps,
   sandboxId: string,
   request: ExecuteBashRequest,
-  opts: { wait?: boolean } = {},
+  opts: { wait?: boolean; maxWaitMs?: number; maxInFlight?: number } = {},
 ): Promise<{ command: BashCommandRow; last: BashEventJson | null }> => {
   const repo = bashEventsRepository(deps.db);
   const id = parseId(sandboxId);
-  // A waited command is answered only after its last output's synchronous commit, which flushes
-  // this one too; a command answered at once (start_bash_command) is flushed before its answer.
+  const ownDeadlineMs = request.timeout * 1000 + WAIT_MARGIN_MS;
+  const waitMs = Math.min(ownDeadlineMs, opts.maxWaitMs ?? ownDeadlineMs);
+  // A command waited for to its end is answered only after its last output's synchronous commit,
+  // which flushes this one too; any other (answered at once, or maybe before its end) is flushed
+  // before its answer.
+  const flushedLater = !!opts.wait && waitMs === ownDeadlineMs;
   const stored = id
-    ? await repo.insertCommandIfRunning({ id: randomUUID(), sandboxId: id, ...request }, { flushedLater: !!opts.wait })
+    ? await repo.insertCommandIfRunning(
+        { id: randomUUID(), sandboxId: id, ...request },
+        { flushedLater, ...(opts.maxInFlight ? { maxInFlight: opts.maxInFlight } : {}) },
+      )
     : null;
+  if (stored?.full) {
+    throw new QuotaExceededError(
+      `Quota AGENT_BASH_MAX_IN_FLIGHT reached: ${opts.maxInFlight} bash commands are running in this sandbox; ` +
+        "wait until one ends",
+      "AGENT_BASH_MAX_IN_FLIGHT",
+      opts.maxInFlight ?? 0,
+      IN_FLIGHT_RETRY_AFTER_S,
+    );
+  }
   if (!stored?.command) {
     // Not stored: the one rule says why (404, 409 while paused or starting, 410 once gone).
     await runningSandbox(deps, sandboxId);
@@ -122,11 +145,12 @@ export const startAgentBashCommand = async (
   const sandbox = { id: command.sandboxId, engineId: stored.engineId };
   let last: BashEventJson | null = null;
   try {
-    const res = await callWorker(deps, sandbox, "bash", opts.wait ? { wait: "1" } : {}, {
+    const res = await callWorker(deps, sandbox, "bash", opts.wait ? { wait: "1", max_wait_ms: waitMs } : {}, {
       params: { commandId: command.id },
-      ...(opts.wait ? { timeoutMs: (request.timeout + 60) * 1000 } : {}),
+      ...(opts.wait ? { timeoutMs: waitMs + WAIT_MARGIN_MS } : {}),
     });
     if (opts.wait) {
+      // Finished: its last output, stored. Not yet (past maxWaitMs): its output so far, not stored.
       const out: BashLastOutput | null | undefined = (await workerResult("bash", res).catch(() => null))?.last;
       if (out) {
         last = bashEventJson({

@@ -87,7 +87,7 @@ export const sandboxOfSessionKey = async (
   const holder = await holderOfSessionKey(deps, key);
   const sandbox = holder?.kind === "sandbox" ? holder.sandbox : null;
   if (!sandbox || sandbox.id !== sandboxId) throw unauthorized();
-  if (sandbox.status === "MISSING" || sandbox.status === "ERROR") throw unauthorized();
+  if (isSandboxGone(sandbox.status)) throw unauthorized();
   return sandbox;
 };
 

@@ -33,6 +33,11 @@ export interface AgentOpsDeps {
   logger: Logger;
   /** This worker's id in the worker directory: a command it takes is marked with it. */
   workerId: string;
+  /**
+   * Bash output kept in Postgres, in characters: per command (AGENT_BASH_OUTPUT_MAX_CHARS) and per
+   * sandbox (AGENT_BASH_SANDBOX_OUTPUT_MAX_CHARS); the defaults when absent.
+   */
+  bashOutput?: { perCommandChars: number; perSandboxChars: number };
 }
 
 /** Every path of these routes must stay below this once resolved in the sandbox (symlinks followed there). */
@@ -40,7 +45,11 @@ const AGENT_WORKSPACE_ROOT = "/workspace";
 /** The agent server splits a stream's output into events of at most this many characters. */
 const MAX_CONTENT_CHARS = 1024 * 1024;
 /** Past this much output a command's further output is dropped (said in its last event), not stored. */
-const MAX_STORED_CHARS = 16 * MAX_CONTENT_CHARS;
+const DEFAULT_COMMAND_OUTPUT_CHARS = 4 * MAX_CONTENT_CHARS;
+/** Past this much output of a sandbox's commands, its oldest finished commands leave. */
+const DEFAULT_SANDBOX_OUTPUT_CHARS = 64 * MAX_CONTENT_CHARS;
+/** And past this many commands, whatever their output. */
+const MAX_COMMANDS_PER_SANDBOX = 10_000;
 
 const refOf = (sandbox: Sandbox) => sandbox.ref ?? sandbox.name;
 
@@ -59,16 +68,20 @@ interface Emitter {
   discard(): void;
   /** Stores the last event; it as stored (null: the command was already ended, nothing written). */
   finish(exitCode: number, extraStderr?: string): Promise<BashLastOutput | null>;
+  /** The output not stored yet, as an output with no exit code (not stored: the command goes on). */
+  soFar(): BashLastOutput;
 }
 
 /**
  * BashOutput events as OpenHands' BashEventService emits them: each stream buffered, a chunk
  * event whenever a buffer passes MAX_CONTENT_CHARS, then one last event with what is left of both
  * and the exit code; `order` counts the events of the command from 0. Writes are chained, so
- * they reach Postgres in order.
+ * they reach Postgres in order. Past the command's bound the rest is dropped (its last event says
+ * so); once it ended, the sandbox's stored output is brought within the sandbox's bound.
  */
 const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string): Emitter => {
   const repo = bashEventsRepository(deps.db);
+  const maxStored = deps.bashOutput?.perCommandChars ?? DEFAULT_COMMAND_OUTPUT_CHARS;
   const buffers = { stdout: "", stderr: "" };
   let order = 0;
   let stored = 0;
@@ -87,7 +100,7 @@ const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string)
   return {
     push(text, stream) {
       if (dropped) return;
-      if (stored + text.length > MAX_STORED_CHARS) {
+      if (stored + text.length > maxStored) {
         dropped = true;
         return;
       }
@@ -107,11 +120,28 @@ const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string)
       buffers.stdout = "";
       buffers.stderr = "";
     },
+    soFar() {
+      return {
+        id: randomUUID(),
+        timestamp: new Date().toISOString(),
+        order,
+        exitCode: null,
+        stdout: buffers.stdout || null,
+        stderr: buffers.stderr || null,
+      };
+    },
     async finish(exitCode, extraStderr) {
-      const note = dropped ? `\n[output past ${MAX_STORED_CHARS} characters was dropped]` : "";
+      const note = dropped ? `\n[output past ${maxStored} characters was dropped]` : "";
       const stderr = buffers.stderr + (extraStderr ?? "") + note;
       const last = write({ stdout: buffers.stdout || null, stderr: stderr || null, exitCode });
       if (!(await chain)) return null;
+      await repo
+        .pruneOutput(
+          sandboxId,
+          deps.bashOutput?.perSandboxChars ?? DEFAULT_SANDBOX_OUTPUT_CHARS,
+          MAX_COMMANDS_PER_SANDBOX,
+        )
+        .catch((err) => deps.logger.warn({ err, sandbox_id: sandboxId }, "bounding the sandbox's bash output failed"));
       return {
         id: last.id,
         timestamp: last.timestamp.toISOString(),
@@ -127,7 +157,8 @@ const outputEmitter = (deps: AgentOpsDeps, sandboxId: string, commandId: string)
 /**
  * Starts a stored command (`/api/bash/start_bash_command` wrote it) in the sandbox, in its own bash
  * as the sandbox user, and stores its output as it comes; `done` settles once its last event is
- * stored, with that event (null when the command was ended by someone else, or was not run here).
+ * stored, with that event (null when the command was ended by someone else, or was not run here);
+ * `soFar` is its output not stored yet, for an answer that cannot wait for its end.
  * A command that cannot start (a cwd that does not exist) ends with exit -1 and the reason, as the
  * agent server's does; one past its timeout is killed (its process group) and ends with exit -1.
  * The sandbox is read and the command taken in one statement (its hot path is one round trip).
@@ -136,7 +167,7 @@ export const startBashCommand = async (
   deps: AgentOpsDeps,
   rawSandboxId: string,
   commandId: string,
-): Promise<{ done: Promise<BashLastOutput | null> }> => {
+): Promise<{ done: Promise<BashLastOutput | null>; soFar: () => BashLastOutput | null }> => {
   const sandboxId = parseId(rawSandboxId);
   const id = parseId(commandId);
   const repo = bashEventsRepository(deps.db);
@@ -150,10 +181,11 @@ export const startBashCommand = async (
   if (refusal) throw sandboxReadError(refusal, sandbox.id);
   if (!command) {
     const known = id ? await repo.getCommand(id) : null;
-    if (known?.sandboxId === sandbox.id) return { done: Promise.resolve(null) };
+    if (known?.sandboxId === sandbox.id) return { done: Promise.resolve(null), soFar: () => null };
     throw new NotFoundError("No such bash command");
   }
-  return { done: runStored(deps, sandbox, workspaceDir ?? AGENT_WORKSPACE_ROOT, command) };
+  const out = outputEmitter(deps, sandbox.id, command.id);
+  return { done: runStored(deps, sandbox, workspaceDir ?? AGENT_WORKSPACE_ROOT, command, out), soFar: out.soFar };
 };
 
 const runStored = async (
@@ -161,8 +193,8 @@ const runStored = async (
   sandbox: Sandbox,
   dir: string,
   command: { id: string; command: string; cwd: string | null; timeout: number },
+  out: Emitter,
 ): Promise<BashLastOutput | null> => {
-  const out = outputEmitter(deps, sandbox.id, command.id);
   try {
     let stderrHead = "";
     const r = await deps.sandboxes.exec(refOf(sandbox), {

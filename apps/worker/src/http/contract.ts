@@ -50,11 +50,17 @@ const handlers = (deps: ContractDeps): { [O in WorkerOp]: Handler<O> } => ({
   archive: async ({ c, sandboxId }) =>
     c.body(await streamWorkspaceArchive(deps, sandboxId), 200, { "content-type": "application/gzip" }),
   bash: async ({ sandboxId, params, query }) => {
-    const { done } = await startBashCommand(deps, sandboxId, params.commandId ?? "");
-    // Waited: the last output, stored before this answer, so the API answers it without reading it back.
-    if (query.wait === "1") return { finished: true, last: await done };
+    const { done, soFar } = await startBashCommand(deps, sandboxId, params.commandId ?? "");
     done.catch((err) => deps.logger.error({ err }, "a bash command failed to run"));
-    return { finished: false };
+    if (query.wait !== "1") return { finished: false };
+    // Waited: the last output, stored before this answer, so the API answers it without reading
+    // it back; past max_wait_ms, what ran so far (the command goes on).
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      if (query.max_wait_ms !== undefined) timer = setTimeout(() => resolve("late"), query.max_wait_ms);
+    });
+    const last = await Promise.race([done, late]).finally(() => clearTimeout(timer));
+    return last === "late" ? { finished: false, last: soFar() } : { finished: true, last };
   },
   upload: async ({ c, sandboxId, query }) => {
     const max = Math.min(query.max ?? HARD_MAX_UPLOAD_BYTES, HARD_MAX_UPLOAD_BYTES);

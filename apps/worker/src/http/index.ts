@@ -64,6 +64,10 @@ export const startWorkerHttp = async (
       token,
       refreshMetrics: deps.refreshMetrics,
       containment: () => deps.sandboxes.containmentState?.() ?? null,
+      bashOutput: {
+        perCommandChars: config.AGENT_BASH_OUTPUT_MAX_CHARS,
+        perSandboxChars: config.AGENT_BASH_SANDBOX_OUTPUT_MAX_CHARS,
+      },
     },
     { host: config.WORKER_HTTP_HOST, port: config.WORKER_HTTP_PORT },
   );

@@ -29,6 +29,8 @@ export interface InternalServerDeps {
   refreshMetrics?: () => Promise<void>;
   /** What holds the sandboxes in now (disk limit mode, egress names that do not resolve), for /ready. */
   containment?: () => ContainmentState | null;
+  /** The agent-server bash output kept in Postgres (AGENT_BASH_*_OUTPUT_MAX_CHARS); defaults when absent. */
+  bashOutput?: { perCommandChars: number; perSandboxChars: number };
 }
 
 const errorBody = (code: ErrorCode, message: string, details?: unknown) => ({

@@ -30,6 +30,7 @@ import * as m0400 from "./20261129_0400_requested_runs.ts";
 import * as m0410 from "./20261129_0410_one_opening.ts";
 import * as m0500 from "./20261205_0500_snapshot_stage_results.ts";
 import * as m0510 from "./20261205_0510_sealed_client_agent.ts";
+import * as m0620 from "./20261206_0620_bash_purge.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -64,4 +65,5 @@ export const migrations: Record<string, Migration> = {
   "20261129_0410_one_opening": m0410,
   "20261205_0500_snapshot_stage_results": m0500,
   "20261205_0510_sealed_client_agent": m0510,
+  "20261206_0620_bash_purge": m0620,
 };

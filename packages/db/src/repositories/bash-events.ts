@@ -154,6 +154,9 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
      * `flushedLater`: the commit does not wait for the WAL flush (synchronous_commit off, for this
      * statement only), for a caller that answers only after a later synchronous commit (the
      * command's last output), which flushes this one with it: durable before anyone is answered.
+     * `maxInFlight`: nothing is written (`full`) while the sandbox has that many commands
+     * unfinished (counted in the same statement, by bash_events_running_idx; two stored at the
+     * same instant may both pass).
      */
     async insertCommandIfRunning(
       c: {
@@ -164,23 +167,31 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
         timeout: number;
         timestamp?: Date;
       },
-      opts: { flushedLater?: boolean } = {},
-    ): Promise<{ status: string; engineId: string | null; command: BashCommandRow | null } | null> {
+      opts: { flushedLater?: boolean; maxInFlight?: number } = {},
+    ): Promise<{ status: string; engineId: string | null; full: boolean; command: BashCommandRow | null } | null> {
       const at = c.timestamp ?? new Date();
-      const result = await sql<{ status: string; engine_id: string | null; position: string | null }>`
-        with s as (select id, status, engine_id from sandboxes where id = ${c.sandboxId}::uuid),
+      const max = opts.maxInFlight && opts.maxInFlight > 0 ? opts.maxInFlight : null;
+      const result = await sql<{ status: string; engine_id: string | null; position: string | null; full: boolean }>`
+        with s as (
+          select id, status, engine_id,
+            ${max}::int is not null and (
+              select count(*) from bash_events r
+              where r.sandbox_id = sandboxes.id and r.kind = 'BashCommand' and r.finished_at is null
+            ) >= ${max}::int as full
+          from sandboxes where id = ${c.sandboxId}::uuid),
         cfg as (select set_config('synchronous_commit', ${opts.flushedLater ? "off" : "on"}, true)),
         ins as (
           insert into bash_events (id, sandbox_id, kind, "timestamp", command, cwd, timeout)
           select ${c.id}::uuid, s.id, 'BashCommand', ${at}::timestamptz, ${c.command}::text, ${c.cwd}::text, ${c.timeout}::int
-          from s cross join cfg where s.status = 'RUNNING'
+          from s cross join cfg where s.status = 'RUNNING' and not s.full
           returning position)
-        select s.status, s.engine_id, ins.position from s left join ins on true`.execute(db);
+        select s.status, s.engine_id, s.full, ins.position from s left join ins on true`.execute(db);
       const row = result.rows[0];
       if (!row) return null;
       return {
         status: row.status,
         engineId: row.engine_id,
+        full: row.full,
         command:
           row.position === null
             ? null
@@ -362,6 +373,33 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
         .where("id", "=", id)
         .executeTakeFirst();
       return row ? rowOf(row) : null;
+    },
+
+    /**
+     * Keeps the sandbox's stored output within `maxChars` (characters of stdout and stderr) and
+     * `maxCommands` commands: its finished commands leave, oldest first, each with its outputs,
+     * until what is left fits. A command still running is never removed. Returns how many left.
+     */
+    async pruneOutput(sandboxId: string, maxChars: number, maxCommands: number): Promise<number> {
+      const result = await sql<{ n: string }>`
+        with sizes as (
+          select o.command_id, sum(coalesce(length(o.stdout), 0) + coalesce(length(o.stderr), 0)) as chars,
+            max(o.position) as last
+          from bash_events o where o.sandbox_id = ${sandboxId}::uuid and o.kind = 'BashOutput'
+          group by o.command_id),
+        newest_first as (
+          select s.command_id, c.finished_at is not null as finished,
+            sum(s.chars) over (order by s.last desc rows unbounded preceding) as kept,
+            row_number() over (order by s.last desc) as nth
+          from sizes s join bash_events c on c.id = s.command_id),
+        doomed as (
+          select command_id from newest_first where finished and (kept > ${maxChars} or nth > ${maxCommands})),
+        gone as (
+          delete from bash_events e where e.sandbox_id = ${sandboxId}::uuid
+            and (e.id in (select command_id from doomed) or e.command_id in (select command_id from doomed))
+          returning 1)
+        select (select count(*) from doomed) as n`.execute(db);
+      return Number(result.rows[0]?.n ?? 0);
     },
 
     /** Removes every bash event of the sandbox; how many there were. */

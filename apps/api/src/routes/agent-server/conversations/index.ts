@@ -266,9 +266,11 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   r.get("/api/conversations/:conversation_id/events", async (c) => {
     // FastAPI reads this route's `event_ids: list[str]` from the body; `?event_ids=` is taken too.
-    let ids = c.req.queries("event_ids") ?? [];
+    // At most 100, as every batch read.
+    const eventIds = z.array(z.string()).max(100);
+    let ids = parseRequest(eventIds, c.req.queries("event_ids") ?? [], "query");
     if (ids.length === 0 && c.req.header("content-type")?.includes("json")) {
-      ids = parseRequest(z.array(z.string()), await jsonBody(c), "body");
+      ids = parseRequest(eventIds, await jsonBody(c), "body");
     }
     const conversation = await own(c);
     const events = await eventsByIds(deps, callerOf(c), conversation.id, ids);

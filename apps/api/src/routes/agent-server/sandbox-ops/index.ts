@@ -86,6 +86,7 @@ const sandboxOf = (c: Context<AgentServerEnv>) => c.get("agentSandbox").sandboxI
 export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
   const app = newAgentServerRouter();
   const maxUpload = deps.config.AGENT_FILE_UPLOAD_MAX_BYTES ?? 100 * 1024 * 1024;
+  const maxInFlight = deps.config.AGENT_BASH_MAX_IN_FLIGHT;
 
   // ---- /api/bash
   app.get("/api/bash/bash_events/search", async (c) => {
@@ -111,7 +112,7 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   app.post("/api/bash/start_bash_command", async (c) => {
     const request = parseRequest(executeRequest, await jsonBody(c), "body");
-    const { command } = await startAgentBashCommand(deps, sandboxOf(c), request);
+    const { command } = await startAgentBashCommand(deps, sandboxOf(c), request, { maxInFlight });
     return c.json(
       {
         kind: "BashCommand",
@@ -127,8 +128,13 @@ export const agentSandboxOpsRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   app.post("/api/bash/execute_bash_command", async (c) => {
     const request = parseRequest(executeRequest, await jsonBody(c), "body");
-    const started = await startAgentBashCommand(deps, sandboxOf(c), request, { wait: true });
-    // The worker says what it stored last; read back only when it could not (a worker that died).
+    const started = await startAgentBashCommand(deps, sandboxOf(c), request, {
+      wait: true,
+      maxWaitMs: deps.config.AGENT_BASH_EXECUTE_MAX_S * 1000,
+      maxInFlight,
+    });
+    // The worker says what it stored last (or, past AGENT_BASH_EXECUTE_MAX_S, what ran so far);
+    // read back only when it could not (a worker that died).
     const last = started.last ?? (await lastAgentBashOutput(deps, sandboxOf(c), started.command.id));
     return c.json(last, 200);
   });
