@@ -227,6 +227,9 @@ export interface SandboxProcess {
   end(): void;
   onStdout(listener: (chunk: Buffer) => void): void;
   onStderr(listener: (chunk: Buffer) => void): void;
+  /** Stops reading its output until `resume` (a slow reader's backpressure reaches the process). */
+  pause(): void;
+  resume(): void;
   closed: Promise<void>;
   /** Drops the connection; the process may run on (kill it from inside the sandbox). */
   detach(): void;

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { Readable, Transform } from "node:stream";
 import {
   BadRequestError,
   type BashLastOutput,
@@ -247,7 +246,7 @@ const workspacePath = async (
   deps: AgentOpsDeps,
   sandbox: Sandbox,
   path: string,
-): Promise<{ real: string; kind: PathKind }> => {
+): Promise<{ root: string; real: string; kind: PathKind }> => {
   if (!path.startsWith("/")) throw new BadRequestError("Path must be absolute");
   if (path.includes("\0")) throw new BadRequestError("Path must not contain NUL");
   const r = await deps.sandboxes
@@ -261,7 +260,7 @@ const workspacePath = async (
   if (!root.startsWith("/") || !real.startsWith("/") || !isWithin(root, real)) {
     throw new ForbiddenError(`Path is outside the workspace (${AGENT_WORKSPACE_ROOT}) once resolved`);
   }
-  return { real, kind: kind as PathKind };
+  return { root, real, kind: kind as PathKind };
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -344,76 +343,87 @@ export const uploadWorkspaceFile = async (
 };
 
 /**
- * The one regular file of a tar stream (the engine's archive of a file), its content streamed as
- * it comes: headers (and PAX/GNU long-name records) are skipped, the content is passed on.
+ * Streams a file as the sandbox user: the file is opened by that user (fd 3), and what the open
+ * reached, read back from /proc, must be a regular file under the workspace root ($2). So a path
+ * swapped after the check (a directory replaced by a symlink to /etc) reads at most what the
+ * sandbox user may read, and only below the workspace; a refusal is a mark on stderr. One byte
+ * `X` on stdout says the open passed; the file's bytes follow.
  */
-const firstFileContent = (): Transform => {
-  let header = Buffer.alloc(0);
-  let skip = 0;
-  let content = -1;
-  let done = false;
-  const pad = (n: number) => (512 - (n % 512)) % 512;
-  return new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      let buf = chunk;
-      while (buf.length > 0 && !done) {
-        if (content > 0) {
-          const take = buf.subarray(0, Math.min(content, buf.length));
-          content -= take.length;
-          this.push(take);
-          buf = buf.subarray(take.length);
-          if (content === 0) done = true;
-          continue;
-        }
-        if (skip > 0) {
-          const n = Math.min(skip, buf.length);
-          skip -= n;
-          buf = buf.subarray(n);
-          continue;
-        }
-        header = Buffer.concat([header, buf]);
-        buf = Buffer.alloc(0);
-        if (header.length < 512) break;
-        const h = header.subarray(0, 512);
-        buf = header.subarray(512);
-        header = Buffer.alloc(0);
-        if (h.every((b) => b === 0)) {
-          done = true;
-          break;
-        }
-        const size = Number.parseInt(h.subarray(124, 136).toString("ascii").replace(/\0.*$/s, "").trim() || "0", 8);
-        const type = String.fromCharCode(h[156] ?? 0);
-        if (type === "0" || type === "\0") {
-          content = size;
-          if (size === 0) done = true;
-        } else {
-          skip = size + pad(size);
-        }
-      }
-      cb();
-    },
-  });
-};
+const READ_SCRIPT = `
+exec 3< "$1" 2>/dev/null || { printf 'TERN_UNREADABLE' >&2; exit 1; }
+real=$(readlink -f "/proc/$$/fd/3") || { printf 'TERN_UNREADABLE' >&2; exit 1; }
+case "$real" in "$2"/*) ;; *) printf 'TERN_OUTSIDE' >&2; exit 1 ;; esac
+[ -f "/proc/$$/fd/3" ] || { printf 'TERN_NOT_A_FILE' >&2; exit 1; }
+printf X
+exec cat <&3
+`;
 
-/** A regular file of the workspace, streamed as the engine reads it; 404 when missing, 400 when not a file. */
+/**
+ * A regular file of the workspace, streamed as the sandbox user reads it (an exec, never the
+ * engine's archive API, which reads as root); 404 when missing, 400 when not a file, 403 when it
+ * is outside the workspace or not the sandbox user's to read. The process's output is read only
+ * as fast as the client takes it.
+ */
 export const downloadWorkspaceFile = async (
   deps: AgentOpsDeps,
   rawSandboxId: string,
   path: string,
 ): Promise<{ name: string; body: ReadableStream<Uint8Array> }> => {
   const sandbox = await runningSandbox(deps, rawSandboxId);
-  const { real, kind } = await workspacePath(deps, sandbox, path);
+  const { root, real, kind } = await workspacePath(deps, sandbox, path);
   if (kind === "missing") throw new NotFoundError("File not found");
   if (kind !== "file") throw new BadRequestError("Path is not a file");
-  const tar = await deps.sandboxes.archive(refOf(sandbox), real).catch((err) => whyExecFailed(deps, sandbox, err));
-  if (!tar) throw new NotFoundError("File not found");
-  const content = firstFileContent();
-  tar.on("error", (err: Error) => content.destroy(err));
-  (tar as Readable).pipe(content);
-  return {
-    name: real.slice(real.lastIndexOf("/") + 1),
-    body: Readable.toWeb(content) as unknown as ReadableStream<Uint8Array>,
-  };
+  if (!deps.sandboxes.openProcess) throw new Error("the sandbox driver cannot stream out of a sandbox");
+  const proc = await deps.sandboxes
+    .openProcess(refOf(sandbox), { cmd: ["bash", "-c", READ_SCRIPT, "read", real, root] })
+    .catch((err) => whyExecFailed(deps, sandbox, err));
+  proc.end();
+  let stderr = "";
+  proc.onStderr((c) => {
+    stderr += c.toString();
+  });
+  let opened = false;
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  const started = new Promise<boolean>((resolve) => {
+    proc.onStdout((chunk) => {
+      let data = chunk;
+      if (!opened) {
+        opened = true;
+        resolve(true);
+        data = chunk.subarray(1);
+      }
+      if (data.length === 0) return;
+      controller?.enqueue(new Uint8Array(data));
+      if ((controller?.desiredSize ?? 1) <= 0) proc.pause();
+    });
+    void proc.closed.then(() => resolve(opened));
+  });
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start(c) {
+        controller = c;
+      },
+      pull() {
+        proc.resume();
+      },
+      cancel() {
+        proc.detach();
+      },
+    },
+    { highWaterMark: 4, size: () => 1 },
+  );
+  void proc.closed.then(() => {
+    if (opened) controller?.close();
+  });
+  if (!(await started)) {
+    proc.detach();
+    if (stderr.includes("TERN_OUTSIDE")) {
+      throw new ForbiddenError(`Path is outside the workspace (${AGENT_WORKSPACE_ROOT}) once resolved`);
+    }
+    if (stderr.includes("TERN_NOT_A_FILE")) throw new BadRequestError("Path is not a file");
+    throw new ForbiddenError("The file is not readable by the sandbox user");
+  }
+  return { name: real.slice(real.lastIndexOf("/") + 1), body };
 };
 
 // ---------------------------------------------------------------------------------------------

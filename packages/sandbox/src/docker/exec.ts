@@ -207,6 +207,12 @@ export const openExecProcess = async (
     onStderr: (l) => {
       listeners.stderr.push(l);
     },
+    pause: () => {
+      stream.pause();
+    },
+    resume: () => {
+      stream.resume();
+    },
     closed,
     detach: () => stream.destroy(),
   };
