@@ -1,4 +1,5 @@
-import { eventsRepository, sandboxesRepository } from "@tern/db";
+import { toHexId } from "@tern/core";
+import { eventsRepository, sandboxesRepository, startTasksRepository } from "@tern/db";
 import { createConversationFixture } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApi, type TestApi } from "./harness.ts";
@@ -23,6 +24,8 @@ beforeAll(async () => {
       MAX_KEYS_PER_USER: String(KEYS),
       MAX_MESSAGE_BYTES: String(MESSAGE_BYTES),
       MAX_EVENTS_PER_CONVERSATION: String(EVENTS),
+      // A client-named LLM for the agent server's conversations (nothing calls it: no worker runs).
+      LLM_USER_BASE_URLS: "http://127.0.0.1:9",
     },
   });
 });
@@ -74,7 +77,7 @@ describe("starts in flight", () => {
     const { key, userId } = await api.newUser();
     for (let i = 0; i < IN_FLIGHT; i++) expect((await start(key)).status).toBe(200);
     const body = await expectQuota(await start(key), "MAX_STARTS_IN_FLIGHT_PER_USER", IN_FLIGHT);
-    expect(body.detail).toMatch(/2 of 2 starts are still in progress/);
+    expect(body.detail).toMatch(/2 of 2 starts and agent-server runs are still in progress/);
     // Another user is not affected.
     expect((await start((await api.newUser()).key)).status).toBe(200);
     await finishStarts(userId);
@@ -197,5 +200,60 @@ describe("events per conversation", () => {
     // A pause would be an event too.
     expect((await api.call(`/api/v1/conversation/${conversationId}/pause`, { method: "POST", key })).status).toBe(409);
     expect(await eventsRepository(api.database.db).listAll(conversationId)).toHaveLength(EVENTS);
+  });
+});
+
+describe("agent-server runs in progress", () => {
+  /** A sandbox of the user's that is RUNNING, as a finished start leaves it (hex id). */
+  const runningSandbox = async (userId: string) => {
+    const task = await startTasksRepository(api.database.db).create(userId, {});
+    await api.database.db.updateTable("start_tasks").set({ status: "READY" }).where("id", "=", task.id).execute();
+    const sandbox = await sandboxesRepository(api.database.db).upsert({
+      name: `quota-test-agent-${task.id}`,
+      image: "test",
+      startTaskId: task.id,
+      status: "RUNNING",
+    });
+    return toHexId(sandbox.id);
+  };
+
+  const startIn = (key: string, sandboxId: string, message: string | null) =>
+    api.call(`/agent/${sandboxId}/api/conversations`, {
+      method: "POST",
+      key,
+      json: {
+        agent: { kind: "Agent", llm: { model: "gpt-quota", base_url: "http://127.0.0.1:9/v1", api_key: "sk-q" } },
+        workspace: { kind: "LocalWorkspace", working_dir: "/workspace" },
+        ...(message === null ? {} : { initial_message: { role: "user", content: text(message) } }),
+      },
+    });
+
+  it("count against MAX_STARTS_IN_FLIGHT_PER_USER: a new run past it is refused, its own next run is not", async () => {
+    const { key, userId } = await api.newUser();
+    const sandboxId = await runningSandbox(userId);
+    const running: string[] = [];
+    for (let i = 0; i < IN_FLIGHT; i++) {
+      const res = await startIn(key, sandboxId, `run ${i}`);
+      expect(res.status, await res.clone().text()).toBe(201);
+      running.push(((await res.json()) as { id: string }).id);
+    }
+    const refused = await startIn(key, sandboxId, "one too many");
+    expect(refused.status, await refused.clone().text()).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(((await refused.json()) as { detail: string }).detail).toContain("MAX_STARTS_IN_FLIGHT_PER_USER");
+    // Refused before anything was written: the sandbox holds the two conversations only.
+    const listed = await api.call(`/agent/${sandboxId}/api/conversations/count`, { key });
+    expect(await listed.json()).toBe(IN_FLIGHT);
+    // A conversation without a first message asks for no run, and a running one's next message
+    // adds no run beside its own: both pass.
+    expect((await startIn(key, sandboxId, null)).status).toBe(201);
+    const next = await api.call(`/agent/${sandboxId}/api/conversations/${running[0]}/events`, {
+      method: "POST",
+      key,
+      json: { role: "user", content: text("and then"), run: true },
+    });
+    expect(next.status, await next.clone().text()).toBe(200);
+    // An app start in flight takes a slot of the same quota too: the user is at it.
+    expect((await start(key)).status).toBe(429);
   });
 });

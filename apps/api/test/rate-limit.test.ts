@@ -107,9 +107,23 @@ describe("starts and messages", () => {
     expect(((await refused.json()) as { detail: string }).detail).toMatch(/at most 3 messages per minute/);
   });
 
+  it("draws a sandbox made on its own (POST /api/v1/sandboxes) on the starts budget", async () => {
+    const { key } = await api.newUser();
+    const make = () => api.call("/api/v1/sandboxes", { method: "POST", key });
+    for (let i = 1; i <= STARTS; i++) {
+      const res = await make();
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(limitHeaders(res)).toMatchObject({ limit: String(STARTS), remaining: String(STARTS - i) });
+    }
+    const refused = await make();
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { detail: string }).detail).toMatch(/at most 2 starts per minute/);
+  });
+
   it("knows the start and message routes by path, those of later routes included", () => {
     expect(budgetOf("POST", "/api/v1/app-conversations")).toBe("starts");
     expect(budgetOf("POST", "/api/v1/app-conversations/stream-start")).toBe("starts");
+    expect(budgetOf("POST", "/api/v1/sandboxes")).toBe("starts");
     expect(budgetOf("POST", "/api/v1/app-conversations/abc/send-message")).toBe("messages");
     expect(budgetOf("POST", "/api/v1/conversation/abc/events")).toBe("messages");
     expect(budgetOf("POST", "/api/v1/conversations/task-abc/pending-messages")).toBe("messages");

@@ -1,5 +1,11 @@
 import { type MessageContent, PayloadTooLargeError, QuotaExceededError } from "@tern/core";
-import { apiKeysRepository, type Database, startTasksRepository, usersRepository } from "@tern/db";
+import {
+  agentServerConversationsRepository,
+  apiKeysRepository,
+  type Database,
+  startTasksRepository,
+  usersRepository,
+} from "@tern/db";
 import type { Kysely } from "kysely";
 import type { TenantLimits } from "./deps.ts";
 
@@ -38,8 +44,8 @@ export const startQuotaError = (
   const inFlight = limits?.maxStartsInFlightPerUser;
   if (inFlight && held.startsInFlight >= inFlight) {
     return new QuotaExceededError(
-      `Quota MAX_STARTS_IN_FLIGHT_PER_USER reached: ${held.startsInFlight} of ${inFlight} starts are still in progress; ` +
-        "wait until one is READY or ERROR",
+      `Quota MAX_STARTS_IN_FLIGHT_PER_USER reached: ${held.startsInFlight} of ${inFlight} starts and agent-server ` +
+        "runs are still in progress; wait until one is READY or ERROR, or ends",
       "MAX_STARTS_IN_FLIGHT_PER_USER",
       inFlight,
       START_RETRY_AFTER_S,
@@ -56,6 +62,37 @@ export const startQuotaError = (
     );
   }
   return null;
+};
+
+/**
+ * Refuses (QuotaExceededError) a run of an agent-server conversation that would take its user past
+ * MAX_STARTS_IN_FLIGHT_PER_USER: the user's work in progress (tern_work_in_progress: starts in
+ * flight and the runs of their other agent-server conversations) is what that quota bounds, for a
+ * start as for such a run. An app conversation holds a sandbox of its own, bounded by the sandbox
+ * quotas; the agent server's hold none, so without this one tenant's runs could take every agent
+ * slot of an engine. Inside the transaction that asks for the run, the user's row locked first (as
+ * for a start). `isNew`: a conversation not written yet (its start), one of the agent server's.
+ */
+export const assertAgentRunAllowed = async (
+  trx: Kysely<Database>,
+  conversation: { id: string; userId: string },
+  limits: TenantLimits | undefined,
+  opts: { isNew?: boolean } = {},
+): Promise<void> => {
+  const max = limits?.maxStartsInFlightPerUser;
+  if (!max) return;
+  if (!opts.isNew && !(await agentServerConversationsRepository(trx).get(conversation.id))) return;
+  await usersRepository(trx).lockForQuota(conversation.userId);
+  const inProgress = await startTasksRepository(trx).workInProgressBeside(conversation.userId, conversation.id);
+  if (inProgress >= max) {
+    throw new QuotaExceededError(
+      `Quota MAX_STARTS_IN_FLIGHT_PER_USER reached: ${inProgress} of ${max} starts and agent-server runs of yours ` +
+        "are in progress; wait until one ends",
+      "MAX_STARTS_IN_FLIGHT_PER_USER",
+      max,
+      START_RETRY_AFTER_S,
+    );
+  }
 };
 
 /** Inside the key's transaction: refuses a key beyond MAX_KEYS_PER_USER live ones (serialised per user). */

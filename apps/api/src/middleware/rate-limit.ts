@@ -12,6 +12,8 @@ export type RateBudget = "general" | "starts" | "messages";
 const STARTS: RegExp[] = [
   /^\/api\/v1\/app-conversations\/?$/,
   /^\/api\/v1\/app-conversations\/stream-start\/?$/,
+  // A sandbox made on its own (POST /api/v1/sandboxes): a start without a conversation.
+  /^\/api\/v1\/sandboxes\/?$/,
   // The agent server's (routes/agent-server): a conversation started there.
   /^\/agent\/[^/]+\/api\/conversations\/?$/,
 ];

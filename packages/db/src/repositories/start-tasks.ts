@@ -332,13 +332,15 @@ export const startTasksRepository = (db: Kysely<Database>) => {
     },
 
     /**
-     * What a user holds, for the quotas: starts in flight (start_tasks_user_inflight_idx), and
-     * sandboxes that are live: those of starts in flight (made, or about to be) and the live
+     * What a user holds, for the quotas: work in progress (`startsInFlight`: tern_work_in_progress,
+     * starts in flight and agent-server runs not ended), and sandboxes that are live: those of
+     * starts in flight (made, or about to be; start_tasks_user_inflight_idx) and the live
      * sandboxes of finished starts (sandboxes_live_idx).
      */
     async countHeldByUser(userId: string): Promise<{ startsInFlight: number; liveSandboxes: number }> {
       const row = await db
         .selectNoFrom((eb) => [
+          sql<number>`tern_work_in_progress(${userId}::uuid)`.as("in_progress"),
           eb
             .selectFrom("start_tasks")
             .select(eb.fn.countAll<string>().as("n"))
@@ -356,7 +358,17 @@ export const startTasksRepository = (db: Kysely<Database>) => {
         ])
         .executeTakeFirstOrThrow();
       const inFlight = Number(row.in_flight ?? 0);
-      return { startsInFlight: inFlight, liveSandboxes: inFlight + Number(row.live_ready ?? 0) };
+      return { startsInFlight: Number(row.in_progress ?? 0), liveSandboxes: inFlight + Number(row.live_ready ?? 0) };
+    },
+
+    /**
+     * The user's work in progress as a run of `conversationId` would find it (tern_work_in_progress),
+     * that conversation's own run left out.
+     */
+    async workInProgressBeside(userId: string, conversationId: string): Promise<number> {
+      const { rows } = await sql<{ n: number }>`
+        select tern_work_in_progress(${userId}::uuid, ${conversationId}::uuid) as n`.execute(db);
+      return Number(rows[0]?.n ?? 0);
     },
 
     /** Tasks still in flight, oldest progress first (partial index start_tasks_inflight_idx). */

@@ -1,7 +1,8 @@
 -- tern_warm_claim(p jsonb): the API's warm claim in one round trip, in the caller's statement (so
 -- one transaction: the caller's, when it has one open, as a start with secrets does to seal them).
 -- - the quotas: the user's row locked (FOR NO KEY UPDATE, as usersRepository.lockForQuota), then
---   its starts in flight and live sandboxes counted. Each statement of a plpgsql function takes its
+--   its work in progress (tern_work_in_progress: starts in flight and agent-server runs) and live
+--   sandboxes counted. Each statement of a plpgsql function takes its
 --   own snapshot under READ COMMITTED, so the counts see a racing start that committed while this
 --   one waited for the lock. Past a quota: {"outcome":"quota",...} and nothing written;
 -- - a healthy, fresh, unclaimed row of the spec (FOR UPDATE SKIP LOCKED). None: {"outcome":"miss"}
@@ -22,6 +23,7 @@ declare
   v_max_in_flight int := coalesce((p->>'max_in_flight')::int, 0);
   v_max_sandboxes int := coalesce((p->>'max_sandboxes')::int, 0);
   v_in_flight int := 0;
+  v_starts int := 0;
   v_live int := 0;
   v_hist jsonb;
   v_created timestamptz;
@@ -32,9 +34,10 @@ declare
 begin
   if v_max_in_flight > 0 or v_max_sandboxes > 0 then
     perform 1 from users u where u.id = v_user for no key update;
-    select count(*) into v_in_flight from start_tasks t
+    v_in_flight := tern_work_in_progress(v_user);
+    select count(*) into v_starts from start_tasks t
       where t.user_id = v_user and t.status not in ('READY', 'ERROR');
-    select v_in_flight + count(*) into v_live from sandboxes s join start_tasks t on t.id = s.start_task_id
+    select v_starts + count(*) into v_live from sandboxes s join start_tasks t on t.id = s.start_task_id
       where s.status in ('STARTING', 'RUNNING', 'PAUSED') and t.user_id = v_user and t.status in ('READY', 'ERROR');
     if (v_max_in_flight > 0 and v_in_flight >= v_max_in_flight)
        or (v_max_sandboxes > 0 and v_live >= v_max_sandboxes) then

@@ -35,7 +35,7 @@ import { z } from "zod";
 import type { ConversationDeps, ServiceDeps } from "../deps.ts";
 import { type Caller, ownedConversation, ownedConversations } from "../ownership.ts";
 import { assertQueueReady } from "../queue-availability.ts";
-import { assertMessageSize } from "../quotas.ts";
+import { assertAgentRunAllowed, assertMessageSize } from "../quotas.ts";
 import { pauseConversation } from "./pause.ts";
 import { sendMessage } from "./send-message.ts";
 
@@ -417,6 +417,8 @@ export const startAgentServerConversation = async (
     parentId = parent.id;
   }
   const id = (request.conversation_id && parseId(request.conversation_id)) || newId();
+  // Its first run would count against the user's work in progress: refused before it is written.
+  if (initial) await assertAgentRunAllowed(deps.db, { id, userId: scope.userId }, deps.limits, { isNew: true });
   const box = deps.secretBox;
   const created = await agentServerConversationsRepository(deps.db).create({
     id,

@@ -3,6 +3,7 @@ import { agentRunsRepository } from "@tern/db";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
 import { assertQueueReady } from "../queue-availability.ts";
+import { assertAgentRunAllowed } from "../quotas.ts";
 import { assertNotWaitingForConfirmation } from "./confirmation.ts";
 import { enqueueRun, requestRun } from "./runs.ts";
 import { engineOf, refuseRun } from "./sandbox-of.ts";
@@ -28,5 +29,6 @@ export const runConversation = async (
   if (active && (await runs.isOpen(active))) {
     throw new ConflictError("The agent is already running in this conversation");
   }
+  await assertAgentRunAllowed(deps.db, conversation, deps.limits);
   await enqueueRun(deps, await requestRun(deps.db, conversation.id, engineId));
 };

@@ -14,7 +14,7 @@ import { eventsRepository, sandboxesRepository } from "@tern/db";
 import type { ConversationDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
 import { assertQueueReady } from "../queue-availability.ts";
-import { assertMessageSize } from "../quotas.ts";
+import { assertAgentRunAllowed, assertMessageSize } from "../quotas.ts";
 import { maskMessageContent } from "../secrets.ts";
 import { inTransaction } from "../transaction.ts";
 import { rejectPendingForMessage } from "./confirmation.ts";
@@ -70,6 +70,8 @@ export const sendMessage = async (
   // Calls waiting for confirmation are rejected before the message, as OpenHands does.
   await rejectPendingForMessage(deps, conversation);
   const run = await inTransaction(deps.db, async (trx) => {
+    // An agent-server conversation's run counts against its user's work in progress: refused before anything is written.
+    if (message.run) await assertAgentRunAllowed(trx, conversation, deps.limits);
     await eventsRepository(trx).append(
       conversation.id,
       [newEvent.userMessage(content, activated.length ? activated : undefined)],
