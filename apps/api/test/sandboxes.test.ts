@@ -537,6 +537,16 @@ describe("the workers' internal HTTP server", () => {
       headers: { authorization: "Bearer wrong-token" },
     });
     expect(wrong.status).toBe(401);
+    // Its positive control: the deployment's token on the same call gets past the check, to the
+    // sandbox's lookup (there is none of that id: the worker's own 404, not a 401).
+    const right = await fetch(`${url}/internal/sandboxes/${anyId}/file?path=x`, {
+      headers: { authorization: `Bearer ${api.workerAccess.token}` },
+    });
+    expect(right.status).toBe(404);
+    expect(((await right.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "not_found",
+      message: "No such sandbox",
+    });
   });
 
   it("lists every new route in /openapi.json with its schemas", async () => {
