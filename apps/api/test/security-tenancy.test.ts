@@ -544,7 +544,8 @@ describe("the cross-tenant matrix, every keyed route of the agent-server contrac
       `/agent/${toHexId(ownSandbox)}/api/conversations/${toHexId(c.conversationId)}/events/search`,
     );
     const [event] = ((await events.json()) as { items: { id: string }[] }).items;
-    const command = await asOwner(`/agent/${toHexId(ownSandbox)}/api/bash/start_bash_command`, {
+    // Waited for to its end: the sandbox's commands in flight stay under AGENT_BASH_MAX_IN_FLIGHT.
+    const command = await asOwner(`/agent/${toHexId(ownSandbox)}/api/bash/execute_bash_command`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ command: "echo agent-secret-output" }),
@@ -553,7 +554,7 @@ describe("the cross-tenant matrix, every keyed route of the agent-server contrac
     const ids = {
       conversation_id: toHexId(c.conversationId),
       event_id: event?.id ?? "",
-      bash_event_id: ((await command.json()) as { id: string }).id,
+      bash_event_id: ((await command.json()) as { command_id: string }).command_id,
     };
     agentSecrets.push(...Object.values(ids), c.conversationId, c.sessionApiKey);
     return ids;
