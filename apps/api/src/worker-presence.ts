@@ -1,4 +1,4 @@
-import { healthMetrics, type Logger } from "@tern/core";
+import { healthMetrics, type Logger, startPeriodicTask } from "@tern/core";
 import { type Database, startTasksRepository } from "@tern/db";
 import { liveWorkers, type WorkerEndpoint } from "@tern/queue";
 import type { Redis } from "ioredis";
@@ -13,7 +13,7 @@ export interface WorkerPresence {
   workers: () => Promise<WorkerEndpoint[]>;
   /** Looks now (after the look under way, if any): a start was just accepted with no worker alive. */
   lookNow: () => void;
-  stop: () => void;
+  stop: () => Promise<void>;
 }
 
 /**
@@ -50,34 +50,13 @@ export const startWorkerPresence = (deps: {
     }
   };
   // One look at a time; a look asked for while one runs follows it once, however often it was asked.
-  let running: Promise<void> | null = null;
-  let again = false;
-  let stopped = false;
-  const run = (): void => {
-    if (stopped) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    running = look()
-      .catch((err) => deps.logger.warn({ err }, "looking for live workers failed"))
-      .finally(() => {
-        running = null;
-        if (again) {
-          again = false;
-          run();
-        }
-      });
-  };
-  run();
-  const timer = setInterval(run, LOOK_EVERY_MS);
-  timer.unref();
+  const looking = startPeriodicTask("looking for live workers", look, {
+    everyMs: LOOK_EVERY_MS,
+    logger: deps.logger,
+  });
   return {
     workers,
-    lookNow: run,
-    stop: () => {
-      stopped = true;
-      clearInterval(timer);
-    },
+    lookNow: () => void looking.tickNow(),
+    stop: looking.stop,
   };
 };

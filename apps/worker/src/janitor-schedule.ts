@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { type Logger, metrics } from "@tern/core";
+import { type Logger, metrics, startPeriodicTask } from "@tern/core";
 import type { Redis } from "ioredis";
 
 /**
@@ -112,12 +112,13 @@ export const startJanitorSchedule = <R>(opts: JanitorScheduleOptions<R>): Janito
   };
 
   // Ticks are one SET NX each: a few per interval keep the gap between sweeps near the interval.
-  const timer = setInterval(() => void tick(), Math.max(100, Math.floor(opts.intervalMs / 4)));
+  const tickEveryMs = Math.max(100, Math.floor(opts.intervalMs / 4));
+  const ticking = startPeriodicTask("janitor tick", tick, { everyMs: tickEveryMs, firstAfterMs: tickEveryMs, logger });
   return {
     tick,
     async stop() {
       stopped = true;
-      clearInterval(timer);
+      await ticking.stop();
       await running;
     },
   };

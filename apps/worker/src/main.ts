@@ -1,5 +1,13 @@
 import { hostname } from "node:os";
-import { healthMetrics, metrics, runService, type ServiceContext, secretBoxFromConfig, startTracing } from "@tern/core";
+import {
+  healthMetrics,
+  metrics,
+  runService,
+  type ServiceContext,
+  secretBoxFromConfig,
+  startPeriodicTask,
+  startTracing,
+} from "@tern/core";
 import { assertSchemaCurrent, createDb, enginesRepository, sandboxesRepository } from "@tern/db";
 import { createQueues, createRedis } from "@tern/queue";
 import {
@@ -74,19 +82,23 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
     const engines = enginesRepository(db);
     await engines.beat(engineId);
     const beatEveryMs = Math.min(10_000, (config.ENGINE_LOST_AFTER * 1000) / 4);
-    const beating = setInterval(() => {
-      engines.beat(engineId).catch((err) => logger.warn({ err }, "engine heartbeat failed"));
-    }, beatEveryMs);
-    shutdown.register("engine heartbeat", () => clearInterval(beating));
+    const beating = startPeriodicTask("engine heartbeat", () => engines.beat(engineId), {
+      everyMs: beatEveryMs,
+      firstAfterMs: beatEveryMs,
+      logger,
+    });
+    shutdown.register("engine heartbeat", beating.stop);
   }
 
   // Proves this process alive to every janitor (warm containers of a live worker are left alone).
   await markWorkerAlive(redis, config.REDIS_PREFIX, workerId, ALIVE_TTL_MS);
-  const alive = setInterval(() => {
-    markWorkerAlive(redis, config.REDIS_PREFIX, workerId, ALIVE_TTL_MS).catch(() => undefined);
-  }, ALIVE_TTL_MS / 3);
+  const alive = startPeriodicTask(
+    "worker liveness mark",
+    () => markWorkerAlive(redis, config.REDIS_PREFIX, workerId, ALIVE_TTL_MS),
+    { everyMs: ALIVE_TTL_MS / 3, firstAfterMs: ALIVE_TTL_MS / 3, logger },
+  );
   shutdown.register("liveness", async () => {
-    clearInterval(alive);
+    await alive.stop();
     await redis.del(workerAliveKey(config.REDIS_PREFIX, workerId));
   });
 

@@ -15,6 +15,7 @@ export * from "./metrics.ts";
 export * from "./net-address.ts";
 export * from "./outbound-address.ts";
 export * from "./outbound-fetch.ts";
+export * from "./periodic.ts";
 export * from "./runtime.ts";
 export * from "./sandbox-state.ts";
 export * from "./schemas/api-key.ts";

@@ -1,3 +1,4 @@
+import { startPeriodicTask } from "@tern/core";
 import type { SandboxDriver, SandboxInfo } from "./driver.ts";
 
 export interface DiskWatchOptions {
@@ -24,7 +25,10 @@ export interface DiskWatchOptions {
 }
 
 export interface DiskWatch {
-  /** Lists (when due) and samples every sandbox that is due; the timer calls it, tests may too. */
+  /**
+   * Lists (when due) and samples every sandbox that is due, now or right after the look under way;
+   * the timer calls it, tests may too. A failure goes to `onError`.
+   */
   tick(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -71,9 +75,6 @@ export const startDiskWatch = (opts: DiskWatchOptions): DiskWatch => {
   const seen = new Map<string, Sampled>();
   let live: SandboxInfo[] = [];
   let listedAt = 0;
-  let stopped = false;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<void> = Promise.resolve();
 
   const sample = async (sandbox: SandboxInfo, now: number) => {
     const before = seen.get(sandbox.ref);
@@ -140,28 +141,10 @@ export const startDiskWatch = (opts: DiskWatchOptions): DiskWatch => {
     }
   };
 
-  const loop = () => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = running
-        .then(tick)
-        .catch((err) => opts.onError?.(err))
-        .finally(loop);
-    }, minMs);
-    timer.unref();
-  };
-  loop();
-
-  return {
-    tick: () => {
-      const next = running.then(tick);
-      running = next.catch(() => undefined);
-      return next;
-    },
-    stop: async () => {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      await running.catch(() => undefined);
-    },
-  };
+  const watching = startPeriodicTask("disk watch", tick, {
+    firstAfterMs: minMs,
+    everyMs: minMs,
+    onLapse: (err) => opts.onError?.(err),
+  });
+  return { tick: watching.tickNow, stop: watching.stop };
 };

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Logger } from "@tern/core";
+import { type Logger, type PeriodicTask, startPeriodicTask } from "@tern/core";
 import {
   type ExecOptions,
   type SandboxDriver,
@@ -142,7 +142,7 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
   let stopped = false;
   let wake: (() => void) | null = null;
   let loop: Promise<void> | null = null;
-  let heartbeatTimer: NodeJS.Timeout | null = null;
+  let heartbeat: PeriodicTask | null = null;
   let lastCheck = Date.now();
   const fullWaiters: (() => void)[] = [];
   const log = opts.logger;
@@ -358,10 +358,12 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       if (opts.heartbeat) {
         const beat = opts.heartbeat;
         await beat();
-        heartbeatTimer = setInterval(() => {
-          beat().catch((err) => log?.warn({ err }, "pool heartbeat failed"));
-        }, opts.heartbeatMs ?? 10_000);
-        heartbeatTimer.unref();
+        const everyMs = opts.heartbeatMs ?? 10_000;
+        heartbeat = startPeriodicTask("pool heartbeat", beat, {
+          everyMs,
+          firstAfterMs: everyMs,
+          ...(log ? { logger: log } : {}),
+        });
       }
       loop = replenish();
     },
@@ -393,9 +395,10 @@ export const createSandboxPool = (driver: SandboxDriver, opts: SandboxPoolOption
       if (stopped) return;
       stopped = true;
       running = false;
-      if (heartbeatTimer) clearInterval(heartbeatTimer);
+      const beating = heartbeat?.stop();
       kick();
       await loop?.catch(() => undefined);
+      await beating;
       const leftovers = ready.splice(0);
       await Promise.all(
         leftovers.map(async (c) => {

@@ -162,9 +162,9 @@ describe("warm sandbox pool", () => {
   });
 
   it("proves its owner alive with a heartbeat while it runs, and stops beating when stopped", async () => {
-    // Only the heartbeat's interval runs on a clock of the test's own: moving it gives the pool
-    // every chance to beat, so "no beat after stop" is proven, not hoped for after a sleep.
-    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    // The pool's timers run on a clock of the test's own: moving it gives the pool every chance
+    // to beat, so "no beat after stop" is proven, not hoped for after a sleep.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     try {
       let beats = 0;
       const pool = createSandboxPool(
@@ -178,11 +178,11 @@ describe("warm sandbox pool", () => {
         }),
       );
       await pool.start();
-      vi.advanceTimersByTime(150);
+      await vi.advanceTimersByTimeAsync(150);
       expect(beats).toBeGreaterThanOrEqual(3);
       await pool.stop();
       const after = beats;
-      vi.advanceTimersByTime(1_000);
+      await vi.advanceTimersByTimeAsync(1_000);
       expect(beats).toBe(after);
     } finally {
       vi.useRealTimers();

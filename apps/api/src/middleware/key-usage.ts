@@ -1,4 +1,4 @@
-import type { Logger } from "@tern/core";
+import { type Logger, startPeriodicTask } from "@tern/core";
 import type { ApiKeysRepository } from "@tern/db";
 
 /**
@@ -26,13 +26,15 @@ export const createKeyUsage = (repo: ApiKeysRepository, logger: Logger, interval
       logger.warn({ err }, "could not record API key usage");
     }
   };
-  const timer = setInterval(() => void flush(), intervalMs);
-  timer.unref();
+  const flushing = startPeriodicTask("recording API key usage", flush, {
+    everyMs: intervalMs,
+    firstAfterMs: intervalMs,
+  });
   return {
     record: (keyId) => void pending.add(keyId),
     flush,
     stop: async () => {
-      clearInterval(timer);
+      await flushing.stop();
       await flush();
     },
   };

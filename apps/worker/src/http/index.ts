@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import type { Logger, ShutdownManager } from "@tern/core";
+import { type Logger, type ShutdownManager, startPeriodicTask } from "@tern/core";
 import type { Database } from "@tern/db";
 import { advertiseWorker, withdrawWorker } from "@tern/queue";
 import type { ContainmentState, SandboxDriver } from "@tern/sandbox";
@@ -82,13 +82,13 @@ export const startWorkerHttp = async (
     ...containmentFacts(deps.sandboxes.containmentState?.() ?? null),
   });
   await advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint(), ADVERTISE_TTL_MS);
-  const renew = setInterval(() => {
-    advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint(), ADVERTISE_TTL_MS).catch((err) =>
-      logger.warn({ err }, "renewing the worker's directory entry failed"),
-    );
-  }, ADVERTISE_TTL_MS / 3);
+  const renew = startPeriodicTask(
+    "renewing the worker's directory entry",
+    () => advertiseWorker(deps.redis, config.REDIS_PREFIX, endpoint(), ADVERTISE_TTL_MS),
+    { everyMs: ADVERTISE_TTL_MS / 3, firstAfterMs: ADVERTISE_TTL_MS / 3, logger },
+  );
   shutdown.register("http", async () => {
-    clearInterval(renew);
+    await renew.stop();
     server.markStopping();
     await withdrawWorker(deps.redis, config.REDIS_PREFIX, config.WORKER_ID).catch(() => undefined);
     await server.close();

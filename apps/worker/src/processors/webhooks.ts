@@ -1,4 +1,11 @@
-import { checkedFetch, OutboundAddressError, type OutboundAddressPolicy, parseOutboundUrl, toHexId } from "@tern/core";
+import {
+  checkedFetch,
+  OutboundAddressError,
+  type OutboundAddressPolicy,
+  parseOutboundUrl,
+  startPeriodicTask,
+  toHexId,
+} from "@tern/core";
 import { type AttemptOutcome, type WebhookDelivery, webhookSecretContext, webhooksRepository } from "@tern/db";
 import { enqueue, type JobPayload } from "@tern/queue";
 import type { Job } from "bullmq";
@@ -194,22 +201,8 @@ const sweepWebhookOutbox = async (deps: WorkerDeps): Promise<number> => {
 };
 
 /** Sweeps every WEBHOOK_SWEEP_INTERVAL_MS until stopped (each worker process runs one). */
-export const startWebhookOutboxSweep = (deps: WorkerDeps): { stop: () => Promise<void> } => {
-  let running: Promise<unknown> = Promise.resolve();
-  let stopped = false;
-  const tick = () => {
-    running = sweepWebhookOutbox(deps)
-      .catch((err: unknown) => deps.logger.warn({ err }, "webhook outbox sweep failed"))
-      .finally(() => {
-        if (!stopped) timer = setTimeout(tick, deps.config.WEBHOOK_SWEEP_INTERVAL_MS);
-      });
-  };
-  let timer = setTimeout(tick, 0);
-  return {
-    stop: async () => {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
-};
+export const startWebhookOutboxSweep = (deps: WorkerDeps): { stop: () => Promise<void> } =>
+  startPeriodicTask("webhook outbox sweep", () => sweepWebhookOutbox(deps), {
+    everyMs: deps.config.WEBHOOK_SWEEP_INTERVAL_MS,
+    logger: deps.logger,
+  });

@@ -1,5 +1,5 @@
 import { buildSystemPrompt, systemPromptTools } from "@tern/agent";
-import { type Conversation, type Logger, newId, toHexId } from "@tern/core";
+import { type Conversation, type Logger, newId, startPeriodicTask, toHexId } from "@tern/core";
 import { type Database, sandboxesRepository, WARM_ROW_FRESH_MS, warmSandboxesRepository } from "@tern/db";
 import { type SandboxInfo, SandboxLabel, type WarmPoolStore } from "@tern/sandbox";
 import type { Kysely } from "kysely";
@@ -124,23 +124,8 @@ const freshSandbox = async (
 export const startWarmUpkeep = (
   deps: Pick<WorkerDeps, "db" | "logger">,
   everyMs = 60_000,
-): { stop: () => Promise<void> } => {
-  let stopped = false;
-  let running: Promise<unknown> = Promise.resolve();
-  const tick = () => {
-    running = warmSandboxesRepository(deps.db)
-      .removeStale(10 * WARM_ROW_FRESH_MS)
-      .catch((err: unknown) => deps.logger.warn({ err }, "warm upkeep failed"))
-      .finally(() => {
-        if (!stopped) timer = setTimeout(tick, everyMs);
-      });
-  };
-  let timer = setTimeout(tick, 0);
-  return {
-    stop: async () => {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
-};
+): { stop: () => Promise<void> } =>
+  startPeriodicTask("warm upkeep", () => warmSandboxesRepository(deps.db).removeStale(10 * WARM_ROW_FRESH_MS), {
+    everyMs,
+    logger: deps.logger,
+  });

@@ -224,7 +224,7 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
       const network = await ensureSandboxNetwork(docker, opts.network);
       // Before any sandbox exists: a driver that cannot hold them in makes none.
       if (opts.containment) {
-        contained?.egress?.stop();
+        await contained?.egress?.stop();
         contained = await enforceDockerContainment(docker, network.name, opts.containment, {
           ...(opts.logger ? { logger: opts.logger } : {}),
         });
@@ -257,7 +257,7 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
     },
 
     async close() {
-      contained?.egress?.stop();
+      await contained?.egress?.stop();
     },
 
     create,

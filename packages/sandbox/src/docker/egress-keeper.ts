@@ -1,4 +1,4 @@
-import type { Logger } from "@tern/core";
+import { type Logger, startPeriodicTask } from "@tern/core";
 import type { ContainmentState, SandboxEgress, UnresolvedEgressName } from "../driver.ts";
 import { type KnownAddresses, type ResolvedEgressPolicy, type Resolver, resolveEgress } from "./egress-names.ts";
 
@@ -20,7 +20,8 @@ export interface EgressKeeper {
   state(): NonNullable<ContainmentState["egress"]>;
   /** Resolves every name now and rewrites the rules when an address changed; for the timer and tests. */
   refresh(): Promise<void>;
-  stop(): void;
+  /** No refresh after this; resolves once the one under way ended. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -39,8 +40,6 @@ export const startEgressKeeper = async (opts: EgressKeeperOptions): Promise<Egre
   let installed = "";
   let refreshedAt = new Date(now()).toISOString();
   let retryMs = FIRST_RETRY_MS;
-  let timer: NodeJS.Timeout | null = null;
-  let stopped = false;
 
   const resolveAndInstall = async () => {
     const { policy, unresolved: failed } = await resolveEgress(opts.egress, opts.resolve, known);
@@ -70,26 +69,23 @@ export const startEgressKeeper = async (opts: EgressKeeperOptions): Promise<Egre
     }
   };
 
-  const schedule = () => {
-    if (stopped) return;
+  /** The refresh, or sooner while a name does not resolve (backing off up to the refresh). */
+  const nextRefreshInMs = () => {
     const delay = unresolved.size > 0 ? Math.min(retryMs, refreshMs) : refreshMs;
     retryMs = unresolved.size > 0 ? Math.min(retryMs * 2, refreshMs) : FIRST_RETRY_MS;
-    timer = setTimeout(() => {
-      resolveAndInstall()
-        .catch((err) => opts.logger?.warn({ err }, "rewriting the egress rules failed; the rules in place stay"))
-        .finally(schedule);
-    }, delay);
-    timer.unref();
+    return delay;
   };
 
   await resolveAndInstall();
-  schedule();
+  // A refresh that fails leaves the rules in place; the next one tries again.
+  const refreshing = startPeriodicTask("rewriting the egress rules", resolveAndInstall, {
+    firstAfterMs: nextRefreshInMs(),
+    everyMs: nextRefreshInMs,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  });
   return {
     state: () => ({ mode: opts.egress.mode, unresolved: [...unresolved.values()], refreshedAt }),
     refresh: resolveAndInstall,
-    stop: () => {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-    },
+    stop: refreshing.stop,
   };
 };
