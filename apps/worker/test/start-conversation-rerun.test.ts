@@ -1,6 +1,13 @@
 import { createLogger, type StartTask } from "@tern/core";
-import { eventsRepository, sandboxesRepository, startTasksRepository, usersRepository } from "@tern/db";
+import {
+  agentRunsRepository,
+  eventsRepository,
+  sandboxesRepository,
+  startTasksRepository,
+  usersRepository,
+} from "@tern/db";
 import { createQueues, createRedis, type Queues } from "@tern/queue";
+import { requestRun } from "@tern/services";
 import {
   createRedisPrefix,
   createTestDatabase,
@@ -35,7 +42,7 @@ afterAll(async () => {
 });
 
 describe("STARTING_CONVERSATION run again (its worker died after writing the first events)", () => {
-  it("writes the first events once, and the run that was never asked for is asked for once", async () => {
+  it("writes the first events once, and its first run, asked for again, is one row", async () => {
     const user = await usersRepository(database.db).create();
     const task: StartTask = await startTasksRepository(database.db).create(user.id, {
       initial_message: { role: "user", content: [{ type: "text", text: "hi" }], run: true },
@@ -59,16 +66,21 @@ describe("STARTING_CONVERSATION run again (its worker died after writing the fir
     const workspace = { dir: "/workspace/project", repository: null };
 
     const first = await openStartedConversation(ctx, acquired, workspace, []);
-    // The first attempt died between writing the events and asking for the run: no job exists.
-    await queues.agentRun.obliterate({ force: true });
     const second = await openStartedConversation(ctx, acquired, workspace, []);
-    // And a third attempt asks again, which BullMQ answers with the same one job.
+    // And a third attempt opens it again: its run is still the one row.
     await openStartedConversation(ctx, acquired, workspace, []);
 
     expect(second.id).toBe(first.id);
     const events = await eventsRepository(database.db).listAll(first.id);
     expect(events.map((e) => e.kind)).toEqual(["SystemPromptEvent", "MessageEvent"]);
-    const runs = await queues.agentRun.getJobs(["waiting", "active", "delayed", "completed", "failed"]);
-    expect(runs.map((j) => j.data)).toEqual([{ conversationId: first.id, runId: first.id }]);
+    // READY asks for the first run under the conversation's own id; a READY run again asks again.
+    await requestRun(database.db, first.id, null, first.id);
+    await requestRun(database.db, first.id, null, first.id);
+    const runs = await agentRunsRepository(database.db).open(new Date(Date.now() + 60_000), {
+      conversationId: first.id,
+    });
+    expect(runs.map((r) => ({ conversationId: r.conversationId, runId: r.runId, status: r.status }))).toEqual([
+      { conversationId: first.id, runId: first.id, status: "queued" },
+    ]);
   });
 });
