@@ -61,8 +61,19 @@ export const gitFileDiffSchema = z.object({ modified: z.string().nullable(), ori
 
 export type GitFileDiff = z.infer<typeof gitFileDiffSchema>;
 
+/**
+ * The longest path or git ref a caller may name: Linux's PATH_MAX, in characters. Longer names no
+ * file, and would not fit the worker's request line.
+ */
+export const MAX_SANDBOX_PATH = 4096;
+
 /** A path of the sandbox, which the worker resolves there (absolute for the agent-server operations). */
-const requiredPath = z.string({ error: "required" }).min(1, "required");
+export const sandboxPathSchema = z
+  .string({ error: "required" })
+  .min(1, "required")
+  .max(MAX_SANDBOX_PATH, `longer than ${MAX_SANDBOX_PATH} characters`);
+/** A git ref a caller names, at most as long as a path. */
+export const gitRefSchema = z.string().max(MAX_SANDBOX_PATH, `longer than ${MAX_SANDBOX_PATH} characters`);
 
 /** Every operation of the workers' internal API. */
 export const workerApi = {
@@ -70,7 +81,7 @@ export const workerApi = {
   file: {
     method: "GET",
     route: "/internal/sandboxes/:sandboxId/file",
-    query: z.object({ path: requiredPath }),
+    query: z.object({ path: sandboxPathSchema }),
   },
   /** The workspace's diff: `text` streams git's unified diff, `json` answers a WorkspaceDiff. */
   diff: {
@@ -102,26 +113,26 @@ export const workerApi = {
   upload: {
     method: "POST",
     route: "/internal/sandboxes/:sandboxId/agent-files",
-    query: z.object({ path: requiredPath, max: z.coerce.number().int().positive().optional() }),
+    query: z.object({ path: sandboxPathSchema, max: z.coerce.number().int().positive().optional() }),
   },
   /** The file at `path`, streamed. */
   download: {
     method: "GET",
     route: "/internal/sandboxes/:sandboxId/agent-files",
-    query: z.object({ path: requiredPath }),
+    query: z.object({ path: sandboxPathSchema }),
   },
   /** The changes of the repository at `path` against `ref` (OpenHands' default ref when absent). */
   gitChanges: {
     method: "GET",
     route: "/internal/sandboxes/:sandboxId/git/changes",
-    query: z.object({ path: requiredPath, ref: z.string().optional() }),
+    query: z.object({ path: sandboxPathSchema, ref: gitRefSchema.optional() }),
     result: z.array(gitChangeSchema),
   },
   /** One file's content now and at `ref`. */
   gitDiff: {
     method: "GET",
     route: "/internal/sandboxes/:sandboxId/git/diff",
-    query: z.object({ path: requiredPath, ref: z.string().optional() }),
+    query: z.object({ path: sandboxPathSchema, ref: gitRefSchema.optional() }),
     result: gitFileDiffSchema,
   },
 } as const satisfies Record<

@@ -1,4 +1,4 @@
-import { BadRequestError, NotFoundError, PayloadTooLargeError } from "@tern/core";
+import { BadRequestError, gitRefSchema, NotFoundError, PayloadTooLargeError, sandboxPathSchema } from "@tern/core";
 import {
   agentGitChanges,
   agentGitDiff,
@@ -73,8 +73,8 @@ const executeRequest = z
   .transform((r): ExecuteBashRequest => ({ ...r, timeout: Math.min(Math.max(r.timeout, 1), 24 * 3600) }));
 
 /** `?path=` (required), and the git routes' `?ref=`. */
-const pathQuery = z.object({ path: z.string() });
-const gitQuery = z.object({ path: z.string(), ref: z.string().optional() });
+const pathQuery = z.object({ path: sandboxPathSchema });
+const gitQuery = z.object({ path: sandboxPathSchema, ref: gitRefSchema.optional() });
 const diffQuery = gitQuery.extend({ commit: z.string().optional() });
 
 /** `?event_ids=` of the batch read: at most 100, as every batch read. */
