@@ -209,6 +209,23 @@ const absentId = () =>
     .toString(16)
     .padStart(32, "0");
 
+/** The ids (absent ones), the required query parameters and the body of a request that passes validation. */
+const validRequestOf = (op: Operation) => {
+  const path: Record<string, string> = {};
+  const query: [string, string][] = [];
+  for (const p of op.parameters) {
+    const value = /(^|_)id$/.test(p.name) ? absentId() : String(sampleOf(doc, p.schema ?? {}));
+    if (p.in === "path") path[p.name] = value;
+    else if (p.in === "query" && p.required) query.push([p.name, value]);
+  }
+  const body = validBodyOf(op);
+  return {
+    path,
+    query,
+    body: body === undefined ? ({ kind: "none" } as Body) : ({ kind: "json", value: body } as Body),
+  };
+};
+
 describe("the input fuzz, every route of the OpenAPI document", () => {
   it("reaches the handler of every operation with a valid request (the fuzz's positive control)", async () => {
     const ops = operationsOf(doc);
@@ -216,14 +233,9 @@ describe("the input fuzz, every route of the OpenAPI document", () => {
     for (const op of ops) {
       const route = `${op.method} ${op.path}`;
       if (SANDBOX_KEY_ONLY.has(route)) continue;
-      const path: Record<string, string> = {};
-      const query = new URLSearchParams();
-      for (const p of op.parameters) {
-        const value = /(^|_)id$/.test(p.name) ? absentId() : String(sampleOf(doc, p.schema ?? {}));
-        if (p.in === "path") path[p.name] = value;
-        else if (p.in === "query" && p.required) query.append(p.name, value);
-      }
-      const body = route in VALID_BODIES ? VALID_BODIES[route] : op.body ? sampleOf(doc, op.body) : undefined;
+      const { path, query: pairs } = validRequestOf(op);
+      const query = new URLSearchParams(pairs);
+      const body = validBodyOf(op);
       const res = await api.call(`${fillPath(op.path, path)}${query.size > 0 ? `?${query}` : ""}`, {
         key: ADMIN_ONLY.has(route) ? adminKey : key,
         method: op.method,
@@ -251,6 +263,7 @@ describe("the input fuzz, every route of the OpenAPI document", () => {
     const ops = operationsOf(doc);
     expect(ops.length).toBeGreaterThanOrEqual(16);
     for (const op of ops) {
+      const example = validRequestOf(op);
       const asserted = fc.assert(
         fc.asyncProperty(pathFor(op), queryFor(op), bodyFor(op), authFor, async (path, query, body, auth) => {
           const qs = new URLSearchParams(query).toString();
@@ -278,7 +291,13 @@ describe("the input fuzz, every route of the OpenAPI document", () => {
             expect(parsed.error?.message, where).toBeTypeOf("string");
           }
         }),
-        { numRuns: RUNS_PER_OPERATION, seed: SEED, endOnFailure: true },
+        {
+          numRuns: RUNS_PER_OPERATION,
+          seed: SEED,
+          endOnFailure: true,
+          // A valid request first, so that every seed reaches each handler at least once.
+          examples: [[example.path, example.query, example.body, "own"]],
+        },
       );
       // fast-check names its own seed and path; this names how to replay the whole file.
       await asserted.catch((err: unknown) => {
@@ -377,10 +396,11 @@ describe("the input fuzz, every keyed route of the agent-server contract", () =>
       const valid = validAgentRequest(route, ids, LLM_BASE_URL) as AgentRequest;
       const idArb = (name: keyof AgentIds) => fc.oneof(fc.constant(ids[name]), nastyString);
       const names = [...Object.keys(r.query), ...POLLUTING_KEYS];
+      const validQuery = Object.entries(valid.query ?? {}).flatMap(([k, v]) =>
+        [v].flat().map((x): [string, string] => [k, x]),
+      );
       const query = fc.oneof(
-        fc.constant(
-          Object.entries(valid.query ?? {}).flatMap(([k, v]) => [v].flat().map((x): [string, string] => [k, x])),
-        ),
+        fc.constant(validQuery),
         fc.array(fc.tuple(fc.oneof(fc.constantFrom(...names), nastyString), nastyString), { maxLength: 6 }),
       );
       const body = fc.oneof(
@@ -428,7 +448,13 @@ describe("the input fuzz, every keyed route of the agent-server contract", () =>
             if (!refusedBefore(r, res.status, detail)) reached.set(route, (reached.get(route) ?? 0) + 1);
           },
         ),
-        { numRuns: RUNS_PER_OPERATION, seed: SEED, endOnFailure: true },
+        {
+          numRuns: RUNS_PER_OPERATION,
+          seed: SEED,
+          endOnFailure: true,
+          // The owner's valid request first, so that every seed reaches each handler at least once.
+          examples: [[ids.conversation_id, ids.event_id, ids.bash_event_id, validQuery, { kind: "valid" }, "own"]],
+        },
       );
       await asserted.catch((err: unknown) => {
         throw new Error(`input fuzz of ${route} failed, ${replay}: ${String(err)}`, { cause: err });
