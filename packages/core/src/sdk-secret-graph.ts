@@ -7,269 +7,107 @@
 export const sdkSecretGraph = {
   models: {
     ACPAgent: {
-      llm: {
-        kind: "object",
-        model: "LLM",
-      },
-      mcp_config: {
-        kind: "object",
-        values: {
-          kind: "object",
-          model: "MCPServer",
-        },
-      },
-      agent_context: {
-        kind: "object",
-        model: "AgentContext",
-      },
-      condenser: {
-        kind: "object",
-        model: "CondenserBase",
-      },
-      critic: {
-        kind: "object",
-        model: "CriticBase",
-      },
+      llm: { kind: "object", model: "LLM" },
+      mcp_config: { kind: "object", values: { kind: "object", model: "MCPServer" } },
+      agent_context: { kind: "object", model: "AgentContext" },
+      condenser: { kind: "object", model: "CondenserBase" },
+      critic: { kind: "object", model: "CriticBase" },
     },
     APIBasedCritic: {
-      api_key: {
-        kind: "union",
-        secret: "value",
-      },
+      api_key: { kind: "union", secret: "value" },
     },
     Agent: {
-      critic: {
-        kind: "object",
-        model: "CriticBase",
-      },
-      llm: {
-        kind: "object",
-        model: "LLM",
-      },
-      mcp_config: {
-        kind: "object",
-        values: {
-          kind: "object",
-          model: "MCPServer",
-        },
-      },
-      agent_context: {
-        kind: "object",
-        model: "AgentContext",
-      },
-      condenser: {
-        kind: "object",
-        model: "CondenserBase",
-      },
+      critic: { kind: "object", model: "CriticBase" },
+      llm: { kind: "object", model: "LLM" },
+      mcp_config: { kind: "object", values: { kind: "object", model: "MCPServer" } },
+      agent_context: { kind: "object", model: "AgentContext" },
+      condenser: { kind: "object", model: "CondenserBase" },
     },
     AgentBase: {
-      llm: {
-        kind: "object",
-        model: "LLM",
-      },
-      mcp_config: {
-        kind: "object",
-        values: {
-          kind: "object",
-          model: "MCPServer",
-        },
-      },
-      agent_context: {
-        kind: "object",
-        model: "AgentContext",
-      },
-      condenser: {
-        kind: "object",
-        model: "CondenserBase",
-      },
-      critic: {
-        kind: "object",
-        model: "CriticBase",
-      },
+      llm: { kind: "object", model: "LLM" },
+      mcp_config: { kind: "object", values: { kind: "object", model: "MCPServer" } },
+      agent_context: { kind: "object", model: "AgentContext" },
+      condenser: { kind: "object", model: "CondenserBase" },
+      critic: { kind: "object", model: "CriticBase" },
     },
     AgentContext: {
       secrets: {
         kind: "object",
         secret: "map",
-        values: {
-          kind: "union",
-          options: [
-            {
-              kind: "object",
-              model: "SecretSource",
-            },
-          ],
-        },
+        values: { kind: "union", options: [{ kind: "object", model: "SecretSource" }] },
       },
     },
     CondenserBase: {},
     CriticBase: {},
     LLM: {
-      api_key: {
-        kind: "union",
-        secret: "value",
-      },
-      aws_access_key_id: {
-        kind: "union",
-        secret: "value",
-      },
-      aws_secret_access_key: {
-        kind: "union",
-        secret: "value",
-      },
-      aws_session_token: {
-        kind: "union",
-        secret: "value",
-      },
-      extra_headers: {
-        kind: "object",
-        secret: "map",
-      },
+      api_key: { kind: "union", secret: "value" },
+      aws_access_key_id: { kind: "union", secret: "value" },
+      aws_secret_access_key: { kind: "union", secret: "value" },
+      aws_session_token: { kind: "union", secret: "value" },
+      extra_headers: { kind: "object", secret: "map" },
     },
     LLMSummarizingCondenser: {
-      llm: {
-        kind: "object",
-        model: "LLM",
-      },
+      llm: { kind: "object", model: "LLM" },
     },
     LookupSecret: {
-      headers: {
-        kind: "object",
-        secret: "map",
-      },
+      headers: { kind: "object", secret: "map" },
     },
     MCPApiKeyAuthCredential: {
-      value: {
-        kind: "string",
-        secret: "value",
-      },
+      value: { kind: "string", secret: "value" },
     },
     MCPBasicAuthCredential: {
-      password: {
-        kind: "string",
-        secret: "value",
-      },
+      password: { kind: "string", secret: "value" },
     },
     MCPBearerAuthCredential: {
-      value: {
-        kind: "string",
-        secret: "value",
-      },
+      value: { kind: "string", secret: "value" },
     },
     MCPHeaderAuthCredential: {
-      headers: {
-        kind: "object",
-        secret: "map",
-      },
+      headers: { kind: "object", secret: "map" },
     },
     MCPOAuthAuthCredential: {
-      authentication: {
-        kind: "object",
-        model: "MCPOAuthAuthentication",
-      },
-      state: {
-        kind: "object",
-        model: "MCPOAuthState",
-      },
+      authentication: { kind: "object", model: "MCPOAuthAuthentication" },
+      state: { kind: "object", model: "MCPOAuthState" },
     },
     MCPOAuthAuthentication: {
-      client_secret: {
-        kind: "string",
-        secret: "value",
-      },
+      client_secret: { kind: "string", secret: "value" },
     },
     MCPOAuthClientInfoState: {
-      client_secret: {
-        kind: "string",
-        secret: "value",
-      },
+      client_secret: { kind: "string", secret: "value" },
     },
     MCPOAuthState: {
-      tokens: {
-        kind: "object",
-        model: "MCPOAuthTokenState",
-      },
-      client_info: {
-        kind: "object",
-        model: "MCPOAuthClientInfoState",
-      },
+      tokens: { kind: "object", model: "MCPOAuthTokenState" },
+      client_info: { kind: "object", model: "MCPOAuthClientInfoState" },
     },
     MCPOAuthTokenState: {
-      access_token: {
-        kind: "string",
-        secret: "value",
-      },
-      refresh_token: {
-        kind: "string",
-        secret: "value",
-      },
+      access_token: { kind: "string", secret: "value" },
+      refresh_token: { kind: "string", secret: "value" },
     },
     MCPServer: {
-      env: {
-        kind: "object",
-        secret: "map",
-      },
-      headers: {
-        kind: "object",
-        secret: "map",
-      },
+      env: { kind: "object", secret: "map" },
+      headers: { kind: "object", secret: "map" },
       auth: {
         kind: "union",
         options: [
-          {
-            kind: "object",
-            model: "MCPApiKeyAuthCredential",
-          },
-          {
-            kind: "object",
-            model: "MCPBearerAuthCredential",
-          },
-          {
-            kind: "object",
-            model: "MCPBasicAuthCredential",
-          },
-          {
-            kind: "object",
-            model: "MCPHeaderAuthCredential",
-          },
-          {
-            kind: "object",
-            model: "MCPOAuthAuthCredential",
-          },
+          { kind: "object", model: "MCPApiKeyAuthCredential" },
+          { kind: "object", model: "MCPBearerAuthCredential" },
+          { kind: "object", model: "MCPBasicAuthCredential" },
+          { kind: "object", model: "MCPHeaderAuthCredential" },
+          { kind: "object", model: "MCPOAuthAuthCredential" },
         ],
       },
     },
     PipelinableCondenserBase: {},
     PipelineCondenser: {
-      condensers: {
-        kind: "array",
-        items: {
-          kind: "object",
-          model: "CondenserBase",
-        },
-      },
+      condensers: { kind: "array", items: { kind: "object", model: "CondenserBase" } },
     },
     RollingCondenser: {},
     SecretSource: {},
     StartConversationRequest: {
-      secrets: {
-        kind: "object",
-        secret: "map",
-        values: {
-          kind: "object",
-          model: "SecretSource",
-        },
-      },
-      agent: {
-        kind: "object",
-        model: "AgentBase",
-      },
+      secrets: { kind: "object", secret: "map", values: { kind: "object", model: "SecretSource" } },
+      agent: { kind: "object", model: "AgentBase" },
     },
     StaticSecret: {
-      value: {
-        kind: "string",
-        secret: "value",
-      },
+      value: { kind: "string", secret: "value" },
     },
   },
   subclasses: {
