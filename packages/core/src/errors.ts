@@ -37,43 +37,35 @@ export abstract class DomainError extends Error {
   }
 }
 
+/** The base of a DomainError of one code: `class NotFoundError extends coded("not_found") {}`. */
+const coded = <C extends ErrorCode>(code: C) => {
+  abstract class Coded extends DomainError {
+    readonly code: C = code;
+  }
+  return Coded;
+};
+
 /** Malformed input that could not even be validated (bad JSON, a forged cursor). */
-export class BadRequestError extends DomainError {
-  readonly code = "bad_request";
-}
+export class BadRequestError extends coded("bad_request") {}
 
 /** Input that parsed but breaks a rule; `details` lists `{field, in, message}` per problem. */
-export class ValidationError extends DomainError {
-  readonly code = "validation_failed";
-}
+export class ValidationError extends coded("validation_failed") {}
 
 /** No credential, or one that is unknown, revoked or expired. */
-export class UnauthorizedError extends DomainError {
-  readonly code = "unauthorized";
-}
+export class UnauthorizedError extends coded("unauthorized") {}
 
-export class ForbiddenError extends DomainError {
-  readonly code = "forbidden";
-}
+export class ForbiddenError extends coded("forbidden") {}
 
 /** Unknown, or another user's: the two are never told apart. */
-export class NotFoundError extends DomainError {
-  readonly code = "not_found";
-}
+export class NotFoundError extends coded("not_found") {}
 
 /** The resource is in a state that refuses the request now (e.g. a run already going). */
-export class ConflictError extends DomainError {
-  readonly code = "conflict";
-}
+export class ConflictError extends coded("conflict") {}
 
 /** The resource existed and is gone for good (e.g. a removed sandbox). */
-export class GoneError extends DomainError {
-  readonly code = "gone";
-}
+export class GoneError extends coded("gone") {}
 
-export class PayloadTooLargeError extends DomainError {
-  readonly code = "payload_too_large";
-}
+export class PayloadTooLargeError extends coded("payload_too_large") {}
 
 export class RateLimitedError extends DomainError {
   readonly code = "rate_limited";
@@ -119,9 +111,7 @@ export class EventLimitError extends ConflictError {
  * The repository's own code failed: its setup script, its hooks, its skills. The user's to fix;
  * never retried (a retry would run earlier stages again in a container that code controls).
  */
-export class RepositoryFaultError extends DomainError {
-  readonly code = "repository_fault";
-}
+export class RepositoryFaultError extends coded("repository_fault") {}
 
 /** A service we depend on (the job queue, the sandbox engine) is unreachable now; try again. */
 export class UnavailableError extends DomainError {
