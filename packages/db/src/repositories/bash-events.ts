@@ -80,14 +80,17 @@ export interface BashEventQuery {
 
 const dateOf = (v: string | Date | null): Date | null => (v === null ? null : v instanceof Date ? v : new Date(v));
 
-const rowOf = (r: Selectable<BashEventsTable>): BashEventRow =>
-  r.kind === "BashCommand"
+const rowOf = (r: Selectable<BashEventsTable>): BashEventRow => {
+  const common = {
+    id: r.id,
+    position: String(r.position),
+    sandboxId: r.sandbox_id,
+    timestamp: dateOf(r.timestamp) as Date,
+  };
+  return r.kind === "BashCommand"
     ? {
         kind: "BashCommand",
-        id: r.id,
-        position: String(r.position),
-        sandboxId: r.sandbox_id,
-        timestamp: dateOf(r.timestamp) as Date,
+        ...common,
         command: r.command ?? "",
         cwd: r.cwd,
         timeout: r.timeout ?? 300,
@@ -97,16 +100,14 @@ const rowOf = (r: Selectable<BashEventsTable>): BashEventRow =>
       }
     : {
         kind: "BashOutput",
-        id: r.id,
-        position: String(r.position),
-        sandboxId: r.sandbox_id,
-        timestamp: dateOf(r.timestamp) as Date,
+        ...common,
         commandId: r.command_id ?? "",
         order: r.order ?? 0,
         exitCode: r.exit_code,
         stdout: r.stdout,
         stderr: r.stderr,
       };
+};
 
 /**
  * The agent-server's bash events of each sandbox (commands and their outputs), in the order they

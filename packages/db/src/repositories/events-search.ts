@@ -44,7 +44,8 @@ export interface EventPage {
   hasMore: boolean;
 }
 
-interface SelectedRow {
+/** An event's columns as a statement selects them (its timestamp formatted as the API's). */
+export interface EventColumns {
   id: string;
   seq: number;
   kind: string;
@@ -58,7 +59,7 @@ interface SelectedRow {
  * (`{ ...r, conversationId }`): pg's rows spread slowly, and the spread's result slowed the
  * payload's parse too (~3 × the parse of a page of 100, measured on the events search).
  */
-const toEvent = (r: SelectedRow, conversationId: string): StoredEvent =>
+export const toEvent = (r: EventColumns, conversationId: string): StoredEvent =>
   parseStoredEvent({
     id: r.id,
     conversationId,
@@ -217,7 +218,7 @@ export const eventsSearchRepository = (db: Kysely<Database>) => {
       const template = templateOf(req);
       const rows = template
         ? (
-            await db.executeQuery<SelectedRow>(
+            await db.executeQuery<EventColumns>(
               CompiledQuery.raw(
                 template.sql,
                 template.parameters.map((p) => p(req)),
@@ -228,7 +229,7 @@ export const eventsSearchRepository = (db: Kysely<Database>) => {
       const hasMore = rows.length > req.limit;
       const n = hasMore ? req.limit : rows.length;
       const events = new Array<StoredEvent>(n);
-      for (let i = 0; i < n; i++) events[i] = toEvent(rows[i] as SelectedRow, req.filter.conversationId);
+      for (let i = 0; i < n; i++) events[i] = toEvent(rows[i] as EventColumns, req.filter.conversationId);
       return { events, hasMore };
     },
 

@@ -1,17 +1,9 @@
 import { type EventDraft, EventLimitError, metrics, newId, parseStoredEvent, type StoredEvent } from "@tern/core";
 import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
 import type { Database } from "../schema.ts";
+import { type EventColumns, toEvent } from "./events-search.ts";
 
 type EventRow = Selectable<Database["events"]>;
-
-interface AppendedRow {
-  id: string;
-  seq: number;
-  kind: string;
-  source: string;
-  timestamp: string;
-  payload: unknown;
-}
 
 const conversationExists = async (db: Kysely<Database>, conversationId: string) =>
   !!(await db.selectFrom("conversations").select("id").where("id", "=", conversationId).executeTakeFirst());
@@ -71,7 +63,7 @@ const appendGuarded = async (
     source: d.source,
     payload: d.payload,
   }));
-  const result = await sql<AppendedRow & { metrics: Record<string, number> }>`
+  const result = await sql<EventColumns & { metrics: Record<string, number> }>`
     with c as (
       update conversations
       set last_seq = last_seq + ${n},
@@ -114,7 +106,7 @@ const appendGuarded = async (
   if (result.rows.length !== n) throw new Error(`append to ${conversationId}: ${result.rows.length} of ${n} events`);
   metrics.eventsAppended.inc(n);
   return {
-    events: result.rows.map((r) => parseStoredEvent({ ...r, conversationId })),
+    events: result.rows.map((r) => toEvent(r, conversationId)),
     metrics: result.rows[0]?.metrics ?? {},
   };
 };

@@ -1,5 +1,5 @@
 import { newId, type RepositoryHook, type Skill } from "@tern/core";
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type Selectable, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
 /** What a snapshot is keyed by: a start with all of these the same may begin from it. */
@@ -48,21 +48,8 @@ export interface SnapshotBounds {
   perEngineBytes: number;
 }
 
-type Row = {
-  id: string;
-  user_id: string;
-  engine_id: string;
-  provider: string;
-  repository: string;
-  branch: string;
-  commit: string;
-  setup_hash: string;
-  has_pre_commit: boolean;
-  has_skills: boolean;
-  base_image: string;
-  image: string;
-  bytes: number;
-  last_used_at: string;
+/** A row as read: its stage results only where the read asks for them. */
+type Row = Omit<Selectable<Database["repo_snapshots"]>, "created_at" | "source_sandbox" | "stage_results"> & {
   stage_results?: unknown;
 };
 
@@ -93,6 +80,16 @@ const toSnapshot = (r: Row): RepoSnapshot => ({
   stageResults: stageResultsOf(r.stage_results),
 });
 
+/** The columns that name a repository's snapshots of one user, engine, branch and base image. */
+const repositoryOf = (key: Omit<RepoSnapshotKey, "commit">) => ({
+  user_id: key.userId,
+  engine_id: key.engineId,
+  provider: key.provider,
+  repository: key.repository,
+  branch: key.branch,
+  base_image: key.baseImage,
+});
+
 export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
   /**
    * Whether the user has any snapshot of this repository and branch from this base image on this
@@ -102,12 +99,7 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
     const row = await db
       .selectFrom("repo_snapshots")
       .select("id")
-      .where("user_id", "=", key.userId)
-      .where("engine_id", "=", key.engineId)
-      .where("provider", "=", key.provider)
-      .where("repository", "=", key.repository)
-      .where("branch", "=", key.branch)
-      .where("base_image", "=", key.baseImage)
+      .where((eb) => eb.and(repositoryOf(key)))
       .where("image", "<>", "")
       .limit(1)
       .executeTakeFirst();
@@ -125,13 +117,7 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
         db
           .selectFrom("repo_snapshots")
           .select("id")
-          .where("user_id", "=", key.userId)
-          .where("engine_id", "=", key.engineId)
-          .where("provider", "=", key.provider)
-          .where("repository", "=", key.repository)
-          .where("branch", "=", key.branch)
-          .where("commit", "=", key.commit)
-          .where("base_image", "=", key.baseImage)
+          .where((eb) => eb.and({ ...repositoryOf(key), commit: key.commit }))
           .where("image", "<>", "")
           .orderBy("last_used_at", "desc")
           .limit(1),
@@ -155,14 +141,7 @@ export const repoSnapshotsRepository = (db: Kysely<Database>) => ({
     return db.transaction().execute(async (trx) => {
       const old = await trx
         .deleteFrom("repo_snapshots")
-        .where("user_id", "=", key.userId)
-        .where("engine_id", "=", key.engineId)
-        .where("provider", "=", key.provider)
-        .where("repository", "=", key.repository)
-        .where("branch", "=", key.branch)
-        .where("commit", "=", key.commit)
-        .where("setup_hash", "=", key.setupHash)
-        .where("base_image", "=", key.baseImage)
+        .where((eb) => eb.and({ ...repositoryOf(key), commit: key.commit, setup_hash: key.setupHash }))
         .returning("image")
         .execute();
       await trx
