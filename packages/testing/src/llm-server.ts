@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { anthropicViolation, newThinkingMemory, type ThinkingMemory } from "./strict/anthropic-rules.ts";
+import { openAiViolation } from "./strict/openai-rules.ts";
 
 /** One scripted answer of the server, given to the next request in order. */
 export type ScriptedReply =
@@ -8,12 +10,29 @@ export type ScriptedReply =
       text?: string;
       /** `arguments` as a string is sent verbatim (so it may be malformed JSON). */
       toolCalls?: { name: string; arguments: string | Record<string, unknown>; id?: string }[];
-      /** `cacheRead`/`cacheWrite`: the cached prompt tokens the provider reports (Anthropic: beside `input`; OpenAI: within it). */
-      usage?: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
+      /**
+       * `cacheRead`/`cacheWrite`: the cached prompt tokens the provider reports (Anthropic: beside `input`;
+       * OpenAI: within it). `reasoning`: OpenAI's reasoning tokens (within `output`).
+       */
+      usage?: { input: number; output: number; cacheRead?: number; cacheWrite?: number; reasoning?: number };
+      /**
+       * Anthropic thinking blocks, sent before the text (the server signs each and refuses any later
+       * request that changes one). Without it, a request with thinking on gets one made up, as Claude
+       * always thinks then; `[]` sends none.
+       */
+      thinking?: ({ thinking: string } | { redacted: string })[];
+      /** The reply was cut by the length limit: Anthropic's `stop_reason: "max_tokens"`, OpenAI's `finish_reason: "length"`. */
+      truncated?: boolean;
       /** The reply waits for this before it is sent (to hold an LLM call in flight). */
       before?: () => Promise<void>;
     }
-  | { error: { status: number; message?: string } };
+  | {
+      /**
+       * An error answer with the provider's body (429: a rate limit; 529: Anthropic's overload).
+       * `retryAfter`: the Retry-After header's value (seconds); `headers`: any others (`retry-after-ms`).
+       */
+      error: { status: number; message?: string; retryAfter?: number | string; headers?: Record<string, string> };
+    };
 
 export interface RecordedRequest {
   provider: "openai" | "anthropic";
@@ -24,6 +43,16 @@ export interface RecordedRequest {
   tokens: number;
   /** Refused with the provider's context-length error (over the limit of setContextLimit). */
   refusedForLength: boolean;
+  /** Refused for breaking one of the provider's rules (the strict check): the error message it was sent. */
+  violation: string | null;
+}
+
+export interface LlmServerOptions {
+  /**
+   * Checks every request against its provider's published rules and answers a breach as the provider
+   * would (400, its error body) without taking a scripted reply (default: on). See src/strict/.
+   */
+  strict?: boolean;
 }
 
 export interface ScriptedLlmServer {
@@ -59,6 +88,8 @@ export interface ScriptedLlmServer {
   setContextLimit: (tokens: number | null) => void;
   /** Answers requests when the script is empty (null: none; the server then answers with an error). */
   setResponder: (responder: ((request: RecordedRequest) => ScriptedReply) | null) => void;
+  /** Turns the strict check of requests on or off (it starts on). */
+  setStrict: (strict: boolean) => void;
   /** The worker's LLM_* settings that point it at this server as `provider` ("none": no LLM at all). */
   workerEnv: (provider: "openai" | "anthropic" | "none") => Record<string, string>;
   close: () => Promise<void>;
@@ -121,8 +152,9 @@ const openaiReply = (res: ServerResponse, body: Record<string, unknown>, a: Answ
     completion_tokens: a.usage?.output ?? 5,
     total_tokens: (a.usage?.input ?? 10) + (a.usage?.output ?? 5),
     ...(a.usage?.cacheRead ? { prompt_tokens_details: { cached_tokens: a.usage.cacheRead } } : {}),
+    ...(a.usage?.reasoning ? { completion_tokens_details: { reasoning_tokens: a.usage.reasoning } } : {}),
   };
-  const finish = calls.length ? "tool_calls" : "stop";
+  const finish = a.truncated ? "length" : calls.length ? "tool_calls" : "stop";
   const created = Math.floor(Date.now() / 1000);
   if (!body.stream) {
     res.writeHead(200, { "content-type": "application/json" });
@@ -180,7 +212,34 @@ const openaiReply = (res: ServerResponse, body: Record<string, unknown>, a: Answ
   res.end();
 };
 
-const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: Answer) => {
+const inputOf = (args: string): unknown => {
+  try {
+    return JSON.parse(args || "{}");
+  } catch {
+    return {}; // a reply cut mid-call (truncated): the stream carries the broken text as it is
+  }
+};
+
+type ThinkingBlock =
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "redacted_thinking"; data: string };
+
+/** The reply's thinking blocks, signed, and remembered so that a changed one is refused when it comes back. */
+const thinkingBlocks = (body: Record<string, unknown>, a: Answer, memory: ThinkingMemory, reply: string) => {
+  const on = ["enabled", "adaptive"].includes(String((body.thinking as { type?: unknown } | undefined)?.type));
+  const scripted = a.thinking ?? (on ? [{ thinking: "Let me think this through before I act." }] : []);
+  return scripted.map((t, position): ThinkingBlock => {
+    if ("redacted" in t) {
+      memory.redacted.set(t.redacted, { reply, position });
+      return { type: "redacted_thinking", data: t.redacted };
+    }
+    const signature = randomBytes(48).toString("base64");
+    memory.thinking.set(signature, { text: t.thinking, reply, position });
+    return { type: "thinking", thinking: t.thinking, signature };
+  });
+};
+
+const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: Answer, memory: ThinkingMemory) => {
   const model = String(body.model ?? "scripted");
   const messageId = id("msg_");
   const calls = (a.toolCalls ?? []).map((c) => ({
@@ -194,10 +253,12 @@ const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: A
     ...(a.usage?.cacheRead !== undefined ? { cache_read_input_tokens: a.usage.cacheRead } : {}),
     ...(a.usage?.cacheWrite !== undefined ? { cache_creation_input_tokens: a.usage.cacheWrite } : {}),
   };
-  const stopReason = calls.length ? "tool_use" : "end_turn";
+  const stopReason = a.truncated ? "max_tokens" : calls.length ? "tool_use" : "end_turn";
+  const thinking = thinkingBlocks(body, a, memory, messageId);
   const content = [
+    ...thinking,
     ...(a.text ? [{ type: "text", text: a.text }] : []),
-    ...calls.map((c) => ({ type: "tool_use", id: c.id, name: c.name, input: JSON.parse(c.arguments || "{}") })),
+    ...calls.map((c) => ({ type: "tool_use", id: c.id, name: c.name, input: inputOf(c.arguments) })),
   ];
   if (!body.stream) {
     res.writeHead(200, { "content-type": "application/json" });
@@ -230,6 +291,17 @@ const anthropicReply = (res: ServerResponse, body: Record<string, unknown>, a: A
     },
   });
   let index = 0;
+  for (const t of thinking) {
+    if (t.type === "redacted_thinking") ev("content_block_start", { index, content_block: t });
+    else {
+      ev("content_block_start", { index, content_block: { type: "thinking", thinking: "", signature: "" } });
+      for (const p of pieces(t.thinking))
+        ev("content_block_delta", { index, delta: { type: "thinking_delta", thinking: p } });
+      ev("content_block_delta", { index, delta: { type: "signature_delta", signature: t.signature } });
+    }
+    ev("content_block_stop", { index });
+    index++;
+  }
   if (a.text) {
     ev("content_block_start", { index, content_block: { type: "text", text: "" } });
     for (const p of pieces(a.text)) ev("content_block_delta", { index, delta: { type: "text_delta", text: p } });
@@ -278,13 +350,38 @@ const contextLengthReply = (res: ServerResponse, provider: "openai" | "anthropic
   );
 };
 
-const errorReply = (res: ServerResponse, provider: "openai" | "anthropic", status: number, message: string) => {
-  res.writeHead(status, { "content-type": "application/json" });
+const ANTHROPIC_ERROR_TYPES: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  529: "overloaded_error",
+};
+
+/** An error answer with the provider's body: OpenAI's `{error:{message,type,param,code}}`, Anthropic's `{type:"error",error:{type,message}}`. */
+const errorReply = (
+  res: ServerResponse,
+  provider: "openai" | "anthropic",
+  status: number,
+  message: string,
+  extra: { param?: string | null; code?: string | null; headers?: Record<string, string> } = {},
+) => {
+  res.writeHead(status, { "content-type": "application/json", ...extra.headers });
+  const openaiType = status === 429 ? "requests" : status >= 500 ? "server_error" : "invalid_request_error";
+  const openaiCode = status === 429 ? "rate_limit_exceeded" : null;
   res.end(
     JSON.stringify(
       provider === "openai"
-        ? { error: { message, type: status >= 500 ? "server_error" : "invalid_request_error", code: null } }
-        : { type: "error", error: { type: status >= 500 ? "api_error" : "invalid_request_error", message } },
+        ? { error: { message, type: openaiType, param: extra.param ?? null, code: extra.code ?? openaiCode } }
+        : {
+            type: "error",
+            error: {
+              type: ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? "api_error" : "invalid_request_error"),
+              message,
+            },
+          },
     ),
   );
 };
@@ -295,7 +392,12 @@ const errorReply = (res: ServerResponse, provider: "openai" | "anthropic", statu
  * scripted replies in order and records what it was sent, so tests can check the history, the
  * tools and the skills the agent gave the model.
  */
-export const startLlmServer = async (script: ScriptedReply[] = []): Promise<ScriptedLlmServer> => {
+export const startLlmServer = async (
+  script: ScriptedReply[] = [],
+  options: LlmServerOptions = {},
+): Promise<ScriptedLlmServer> => {
+  let strict = options.strict ?? true;
+  const thinkingSent = newThinkingMemory();
   const queue = [...script];
   const keyed = new Map<string, ScriptedReply[]>();
   const keyOf = (body: Record<string, unknown>): string | null => {
@@ -319,7 +421,12 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     void (async () => {
       const body = await readBody(req);
       const tokens = contextLimitTokens(body);
-      const refusedForLength = contextLimit !== null && tokens > contextLimit;
+      const violation = !strict
+        ? null
+        : provider === "openai"
+          ? openAiViolation(body)
+          : anthropicViolation(body, thinkingSent);
+      const refusedForLength = !violation && contextLimit !== null && tokens > contextLimit;
       const recorded: RecordedRequest = {
         provider,
         stream: body.stream === true,
@@ -327,8 +434,16 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
         headers: req.headers,
         tokens,
         refusedForLength,
+        violation: typeof violation === "string" ? violation : (violation?.message ?? null),
       };
       requests.push(recorded);
+      if (violation) {
+        // Said in the test's output too: the agent only sees a 400 and may end its run with it.
+        console.error(`[scripted LLM] refused a ${provider} request as the provider would: ${recorded.violation}`);
+        return typeof violation === "string"
+          ? errorReply(res, provider, 400, violation)
+          : errorReply(res, provider, 400, violation.message, violation);
+      }
       if (refusedForLength) return contextLengthReply(res, provider, tokens, contextLimit ?? 0);
       const key = keyOf(body);
       const reply = (key === null ? queue.shift() : keyed.get(key)?.shift()) ?? responder?.(recorded);
@@ -336,11 +451,15 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
         const which = key === null ? "" : ` for "${key}"`;
         return errorReply(res, provider, 400, `the scripted LLM server has no reply left${which}`);
       }
-      if ("error" in reply)
-        return errorReply(res, provider, reply.error.status, reply.error.message ?? "scripted error");
+      if ("error" in reply) {
+        const { status, message, retryAfter, headers } = reply.error;
+        return errorReply(res, provider, status, message ?? "scripted error", {
+          headers: { ...(retryAfter !== undefined ? { "retry-after": String(retryAfter) } : {}), ...headers },
+        });
+      }
       if (reply.before) await reply.before();
       if (provider === "openai") openaiReply(res, body, reply);
-      else anthropicReply(res, body, reply);
+      else anthropicReply(res, body, reply, thinkingSent);
     })().catch((err: unknown) => {
       if (!res.headersSent) errorReply(res, provider, 500, `scripted server failed: ${String(err)}`);
       else res.end();
@@ -374,6 +493,9 @@ export const startLlmServer = async (script: ScriptedReply[] = []): Promise<Scri
     },
     setResponder: (r) => {
       responder = r;
+    },
+    setStrict: (on) => {
+      strict = on;
     },
     workerEnv: (provider) =>
       provider === "none"
