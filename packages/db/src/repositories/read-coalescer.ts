@@ -1,3 +1,5 @@
+import { turnPump } from "./turn-pump.ts";
+
 /** One caller's read: the rows it asked for, of which it gets only its owner's. */
 interface Waiter<T> {
   owner: string;
@@ -47,8 +49,6 @@ export const createReadCoalescer = <T>(opts: ReadCoalescerOptions<T>): ReadCoale
   const maxInFlight = opts.maxInFlight ?? 1;
   const stats: ReadCoalescerStats = { batches: 0, reads: 0 };
   let queue: Waiter<T>[] = [];
-  let inFlight = 0;
-  let scheduled = false;
 
   /** The waiters at the head of the queue whose keys fit one statement (the first always does). */
   const takeBatch = (): { batch: Waiter<T>[]; keys: string[] } => {
@@ -92,24 +92,12 @@ export const createReadCoalescer = <T>(opts: ReadCoalescerOptions<T>): ReadCoale
     }
   };
 
-  const pump = () => {
-    scheduled = false;
-    while (inFlight < maxInFlight && queue.length > 0) {
-      const { batch, keys } = takeBatch();
-      inFlight++;
-      void run(batch, keys).finally(() => {
-        inFlight--;
-        schedule();
-      });
-    }
-  };
-
-  // At the end of this turn of the event loop: the requests parsed in it go together.
-  const schedule = () => {
-    if (scheduled || queue.length === 0 || inFlight >= maxInFlight) return;
-    scheduled = true;
-    setImmediate(pump);
-  };
+  const { schedule } = turnPump({
+    maxInFlight,
+    waiting: () => queue.length,
+    take: takeBatch,
+    run: ({ batch, keys }) => run(batch, keys),
+  });
 
   return {
     stats,

@@ -2,6 +2,7 @@ import { type EventDraft, metrics, newId, type StoredEvent } from "@tern/core";
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../schema.ts";
 import type { MetricsChange } from "./metrics.ts";
+import { turnPump } from "./turn-pump.ts";
 
 /** One run's step write: its events in order, under its lease, with the LLM usage it adds. */
 export interface StepWrite {
@@ -227,8 +228,6 @@ export const createStepWriter = (db: Kysely<Database>, opts: { maxInFlight?: num
   const queue: Pending[] = [];
   /** Conversations with a write in a group being committed: their next write waits for it. */
   const writing = new Set<string>();
-  let inFlight = 0;
-  let scheduled = false;
   const stats: StepWriterStats = { groups: 0, writes: 0, fallbacks: 0 };
 
   const takeGroup = (): Pending[] => {
@@ -238,7 +237,7 @@ export const createStepWriter = (db: Kysely<Database>, opts: { maxInFlight?: num
     // With more than one group free to go and enough waiting, the writes are shared among them:
     // groups in flight at once run on as many connections (and cores) instead of one after another.
     // A few writes stay one group (one statement is cheaper than two; 8 runs gained nothing split).
-    const free = maxInFlight - inFlight;
+    const free = maxInFlight - pump.inFlight();
     const limit = Math.min(
       MAX_GROUP_WRITES,
       queue.length >= free * MIN_SPLIT_WRITES ? Math.ceil(queue.length / free) : MAX_GROUP_WRITES,
@@ -288,35 +287,27 @@ export const createStepWriter = (db: Kysely<Database>, opts: { maxInFlight?: num
     }
   };
 
-  const pump = () => {
-    scheduled = false;
-    while (inFlight < maxInFlight && queue.length > 0) {
+  const pump = turnPump({
+    maxInFlight,
+    waiting: () => queue.length,
+    take: () => {
       const group = takeGroup();
-      if (group.length === 0) return;
-      inFlight++;
+      if (group.length === 0) return null;
       for (const p of group) writing.add(p.step.conversationId);
-      void settle(group).finally(() => {
-        inFlight--;
+      return group;
+    },
+    run: (group) =>
+      settle(group).finally(() => {
         for (const p of group) writing.delete(p.step.conversationId);
-        schedule();
-      });
-    }
-  };
-
-  // At the end of this turn of the event loop: the callers a commit just resumed (and whatever
-  // else arrived meanwhile) have asked for their next write by then, and go together.
-  const schedule = () => {
-    if (scheduled || queue.length === 0 || inFlight >= maxInFlight) return;
-    scheduled = true;
-    setImmediate(pump);
-  };
+      }),
+  });
 
   return {
     stats,
     write(step) {
       return new Promise<StepWritten>((resolve, reject) => {
         queue.push({ step, resolve, reject });
-        schedule();
+        pump.schedule();
       });
     },
   };
