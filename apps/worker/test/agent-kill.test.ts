@@ -1,3 +1,4 @@
+import { textOfContent } from "@tern/core";
 import { enqueueAgentRun } from "@tern/queue";
 import { kindsOf, statusChanges, waitFor, fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -76,9 +77,9 @@ describe("a worker killed during a run", () => {
     expect(statusChanges(events)).toEqual(["running", "finished"]);
     const observations = events.filter((e) => e.kind === "ObservationEvent").map((e) => e.payload.observation);
     expect(observations[1]).toMatchObject({ exit_code: 0, status: "completed" });
-    expect(observations[1]?.content[0]?.text).toMatch(/^marked\n/);
+    expect(textOfContent(observations[1]?.content ?? [])).toMatch(/^marked\n/);
     // The shell outlived the worker that started it: what the first command exported is still there.
-    expect(observations[2]?.content[0]?.text).toMatch(/^kept-across-workers\n/);
+    expect(textOfContent(observations[2]?.content ?? [])).toMatch(/^kept-across-workers\n/);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
 
     const run = await fx.database.db

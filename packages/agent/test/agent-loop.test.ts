@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { EventKind, StoredEvent, StoredEventOf } from "@tern/core";
+import { type EventKind, type StoredEvent, type StoredEventOf, textOfContent } from "@tern/core";
 import { kindsOf, statusChanges, fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -417,16 +417,17 @@ describe("agent runs, whatever the provider", () => {
     expect(JSON.stringify(observations[1]?.payload.observation)).toMatch(/timed out after 1 seconds/);
     expect(observations[2]?.payload.observation).toMatchObject({ exit_code: 130 });
     const long = observations[3]!.payload.observation;
+    const longText = textOfContent(long.content);
     expect(long.output_cut_bytes).toBeGreaterThan(60_000);
-    expect(long.content[0]?.text).toMatch(/output cut/);
-    expect(long.content[0]?.text).toMatch(/The whole output is in \/tmp\/tern-term\/out\//);
-    expect(long.content[0]?.text).toMatch(/END/);
-    expect(long.content[0]?.text.length).toBeLessThan(32_000);
+    expect(longText).toMatch(/output cut/);
+    expect(longText).toMatch(/The whole output is in \/tmp\/tern-term\/out\//);
+    expect(longText).toMatch(/END/);
+    expect(longText.length).toBeLessThan(32_000);
     // The working directory carried over from the first command.
-    expect(long.content[0]?.text.startsWith("/tmp\n")).toBe(true);
+    expect(longText.startsWith("/tmp\n")).toBe(true);
   });
 
-  it("file_editor: create, insert, view a range, undo_edit, and a path outside the workspace refused", async () => {
+  it("file_editor: create, insert, view a range, undo_edit, and a path outside the workspace read", async () => {
     const { conversationId, sandboxRef } = await fx.newConversation({ message: "Edit files." });
     const path = `${workspaceDir}/src/list.txt`;
     fx.llm.push({
@@ -444,9 +445,10 @@ describe("agent runs, whatever the provider", () => {
     const results = of(await fx.events(conversationId), "ObservationEvent").map(
       (e) => e.payload.observation as { content: { text: string }[]; is_error: boolean },
     );
-    expect(results.map((r) => r.is_error)).toEqual([false, false, false, false, true, true]);
+    expect(results.map((r) => r.is_error)).toEqual([false, false, false, false, false, true]);
     expect(results[2]?.content[0]?.text).toMatch(/2\tinserted\n\s+3\tb/);
-    expect(results[4]?.content[0]?.text).toMatch(/outside the workspace/);
+    // Any path in the sandbox, as OpenHands' file_editor allows.
+    expect(results[4]?.content[0]?.text).toMatch(/root:x:0:0/);
     expect(results[5]?.content[0]?.text).toMatch(/already exists/);
     expect(await fx.exec(sandboxRef, `cat ${path}`)).toBe("a\nb\nc");
   });

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { McpConfig, StoredEvent, StoredEventOf } from "@tern/core";
+import { type McpConfig, type StoredEvent, type StoredEventOf, textOfContent } from "@tern/core";
 import { MALFORMED_SERVER_PY, STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunContext, runAgent } from "../src/loop.ts";
@@ -44,7 +44,7 @@ const call = (name: string, args: Record<string, unknown> = {}) => ({ name, argu
 const observations = (events: StoredEvent[]) =>
   events.filter((e): e is StoredEventOf<"ObservationEvent"> => e.kind === "ObservationEvent");
 const resultText = (e: StoredEventOf<"ObservationEvent"> | undefined) =>
-  String(e?.payload.observation.content[0]?.text);
+  textOfContent(e?.payload.observation.content ?? []);
 const serverStatus = (events: StoredEvent[]): McpServerStatus[] => {
   const e = events.find((x) => x.kind === "ConversationStateUpdateEvent" && x.payload.key === "mcp_servers");
   return (e?.kind === "ConversationStateUpdateEvent" ? e.payload.value : []) as McpServerStatus[];

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { EventKind, StoredEvent, StoredEventOf } from "@tern/core";
+import { type EventKind, type StoredEvent, type StoredEventOf, textOfContent } from "@tern/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunContext, runAgent } from "../src/loop.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
@@ -49,7 +49,7 @@ describe("secrets in a run", () => {
     expect(conversation.executionStatus).toBe("finished");
     const events = await fx.events(conversationId);
     const observation = of(events, "ObservationEvent")[0]?.payload.observation;
-    const text = String(observation?.content[0]?.text);
+    const text = textOfContent(observation?.content ?? []);
     expect(text).toContain("token=<secret:API_TOKEN>");
     // The command saw the real value (its length, newline included).
     expect(text).toContain(String(CANARY.length + 1));

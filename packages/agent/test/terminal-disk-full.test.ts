@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { StoredEventOf } from "@tern/core";
+import { type StoredEventOf, textOfContent } from "@tern/core";
 import { usersRepository } from "@tern/db";
 import type { SandboxDriver } from "@tern/sandbox";
 import {
@@ -60,9 +60,9 @@ describe("the terminal on a full disk", () => {
       .map((e) => e.payload.observation);
     expect(observations).toHaveLength(3);
     expect(observations[0]).toMatchObject({ status: "completed", exit_code: 1 });
-    expect(observations[0]?.content[0]?.text).toMatch(/No space left on device|Disk quota exceeded/);
+    expect(textOfContent(observations[0]?.content ?? [])).toMatch(/No space left on device|Disk quota exceeded/);
     expect(observations[1]).toMatchObject({ status: "completed", exit_code: 0 });
-    expect(observations[1]?.content[0]?.text).toMatch(/^removed\n/);
-    expect(observations[2]?.content[0]?.text).toMatch(/^still-here\n/);
+    expect(textOfContent(observations[1]?.content ?? [])).toMatch(/^removed\n/);
+    expect(textOfContent(observations[2]?.content ?? [])).toMatch(/^still-here\n/);
   }, 300_000);
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { StoredEvent, StoredEventOf } from "@tern/core";
+import { type MessageContent, type StoredEvent, type StoredEventOf, textOfContent } from "@tern/core";
 import { fixtureWorkspaceDir as workspaceDir } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentRunDeps, runAgent } from "../src/loop.ts";
@@ -26,7 +26,7 @@ const observations = (events: StoredEvent[]) =>
     .filter((e): e is StoredEventOf<"ObservationEvent"> => e.kind === "ObservationEvent")
     .map((e) => e.payload.observation);
 
-const textOf = (o: { content: { text: string }[] } | undefined) => o?.content[0]?.text ?? "";
+const textOf = (o: { content: MessageContent[] } | undefined) => textOfContent(o?.content ?? []);
 
 /** One run of the loop with these settings on top of the fixture's (openai). */
 const runWith = async (conversationId: string, extra: Partial<AgentRunDeps> = {}, settings = {}) => {

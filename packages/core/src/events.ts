@@ -91,7 +91,8 @@ export const eventSchema = z
         observation: z
           .looseObject({
             kind: z.string().meta({ description: "e.g. TerminalObservation" }),
-            content: z.array(textContentSchema),
+            // Text, and images for a model that accepts them (file_editor viewing an image, MCP tools).
+            content: z.array(messageContentSchema),
             is_error: z.boolean().optional(),
           })
           .meta({ description: "The tool's result; the other fields depend on the tool" }),

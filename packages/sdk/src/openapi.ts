@@ -5689,7 +5689,7 @@ export interface components {
             observation: {
                 /** @description e.g. TerminalObservation */
                 kind: string;
-                content: components["schemas"]["TextContent"][];
+                content: components["schemas"]["MessageContent"][];
                 is_error?: boolean;
             } & {
                 [key: string]: unknown;

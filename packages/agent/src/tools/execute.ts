@@ -1,10 +1,8 @@
-import { readFileSync } from "node:fs";
-import { posix } from "node:path";
 import type { Conversation, Observation } from "@tern/core";
 import { invokedSkillText } from "../skills.ts";
 import type { ToolArgs, ToolName } from "./definitions.ts";
+import { runFileEditor } from "./file-editor.ts";
 import { type GitToolRunner, gitObservation } from "./git.ts";
-import { runOnce } from "./run-once.ts";
 import { runTaskTracker, type TaskItem } from "./task-tracker.ts";
 import { runTerminal, type TerminalToolContext } from "./terminal/tool.ts";
 
@@ -27,16 +25,7 @@ export interface ToolOutcome {
   pending?: boolean;
 }
 
-const fileEditorScript = readFileSync(new URL("./file_editor.py", import.meta.url), "utf8");
-
 const textContent = (text: string) => [{ type: "text" as const, text }];
-
-/** Resolves `path` against the workspace; null when it leaves it. */
-export const workspacePath = (workspaceDir: string, path: string): string | null => {
-  const abs = posix.normalize(posix.isAbsolute(path) ? path : posix.join(workspaceDir, path));
-  const root = posix.normalize(workspaceDir).replace(/\/+$/, "");
-  return abs === root || abs.startsWith(`${root}/`) ? abs : null;
-};
 
 const terminal = (args: ToolArgs<"terminal">, ctx: ToolContext): Promise<ToolOutcome> =>
   runTerminal(args, {
@@ -52,29 +41,6 @@ const terminal = (args: ToolArgs<"terminal">, ctx: ToolContext): Promise<ToolOut
     ...(ctx.signal ? { signal: ctx.signal } : {}),
   });
 
-const fileEditor = async (args: ToolArgs<"file_editor">, ctx: ToolContext): Promise<ToolOutcome> => {
-  const path = workspacePath(ctx.workspaceDir, args.path);
-  const observation = (text: string, isError: boolean) => ({
-    kind: "FileEditorObservation",
-    command: args.command,
-    path: path ?? args.path,
-    content: textContent(text),
-    is_error: isError,
-  });
-  if (!path) {
-    const text = `The path ${args.path} is outside the workspace ${ctx.workspaceDir}.`;
-    return { text, isError: true, observation: observation(text, true) };
-  }
-  const payload = Buffer.from(JSON.stringify({ ...args, path, workspace: ctx.workspaceDir })).toString("base64");
-  const program = `${fileEditorScript}\nimport base64\nmain(json.loads(base64.b64decode("${payload}").decode()))\n`;
-  const r = await runOnce({ ...ctx, env: {}, interpreter: "python3", program, cwd: ctx.workspaceDir, timeoutSec: 60 });
-  const isError = r.exitCode !== 0;
-  let text = r.output.replace(/\n$/, "");
-  if (r.cutBytes > 0) text += `\n[Output was cut: ${r.cutBytes} bytes in the middle were left out.]`;
-  if (r.timedOut) text = "The file editor did not finish within 60 seconds.";
-  return { text, isError, observation: observation(text, isError) };
-};
-
 /** Runs one validated tool call. `think` and `finish` touch nothing; the others run once in the sandbox. */
 export const executeTool = async <N extends ToolName>(
   name: N,
@@ -85,7 +51,7 @@ export const executeTool = async <N extends ToolName>(
     case "terminal":
       return terminal(args as ToolArgs<"terminal">, ctx);
     case "file_editor":
-      return fileEditor(args as ToolArgs<"file_editor">, ctx);
+      return runFileEditor(args as ToolArgs<"file_editor">, ctx);
     case "think": {
       const text = "Your thought has been logged.";
       return { text, isError: false, observation: { kind: "ThinkObservation", content: textContent(text) } };
