@@ -103,7 +103,7 @@ export interface FileEditorOutcome {
 }
 
 /** `path` as an absolute, normalised path: a relative one is taken from the workspace. */
-export const resolveEditorPath = (workspaceDir: string, path: string): string =>
+const resolveEditorPath = (workspaceDir: string, path: string): string =>
   posix.normalize(posix.isAbsolute(path) ? path : posix.join(workspaceDir, path));
 
 /** The script's output: its text, and an image when it printed one after `marker`. */
