@@ -13,8 +13,23 @@ describe("the sandbox image", () => {
   });
 
   it("has the tools setup scripts expect", () => {
-    expect(run("sh", "-c", "for c in bash curl python3 make; do command -v $c; done")).toMatch(
-      /bash[\s\S]*curl[\s\S]*python3[\s\S]*make/,
+    const tools = [
+      ...["bash", "curl", "python3", "make", "gcc", "g++", "pip3", "node", "npm", "node-gyp", "git-lfs", "jq"],
+      ...["rg", "unzip", "zip", "file", "less", "ssh", "sudo", "tmux"],
+    ];
+    const found = run("bash", "-c", `for c in ${tools.join(" ")}; do command -v $c >/dev/null && echo $c; done`);
+    expect(found.split("\n")).toEqual(tools);
+    // Headers for C extensions and native addons.
+    expect(run("ls", "/usr/include/python3.11/Python.h", "/usr/include/node/node_api.h")).toBe(
+      "/usr/include/node/node_api.h\n/usr/include/python3.11/Python.h",
     );
+  });
+
+  it("keeps no setuid or setgid program but sudo, and gives its user sudo without a password", () => {
+    expect(run("bash", "-c", "find / -xdev -type f -perm /6000 2>/dev/null; true")).toBe("/usr/bin/sudo");
+    const sudoers = execFileSync("docker", ["run", "--rm", "--user", "0", image, "cat", "/etc/sudoers.d/agent"], {
+      encoding: "utf8",
+    });
+    expect(sudoers.trim()).toBe("agent ALL=(ALL:ALL) NOPASSWD: ALL");
   });
 });
