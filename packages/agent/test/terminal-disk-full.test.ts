@@ -19,7 +19,8 @@ import { createRunFixture, type RunFixture } from "./run-fixture.ts";
  * quota exceeded`) and can `rm` its way out. On an engine whose data root holds a disk limit
  * (ensureTestEngine: XFS project quotas).
  */
-const DISK_MB = 256;
+/** Above the sandbox image's own 718 MB: on a btrfs data root the image's files count against the limit. */
+const DISK_MB = 1024;
 let fx: RunFixture;
 let driver: SandboxDriver;
 const namespace = `terntest-termdisk-${randomUUID().slice(0, 8)}`;
