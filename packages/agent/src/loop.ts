@@ -753,6 +753,7 @@ const startMcpServers = async (
       settings: deps.settings,
       secrets: context.secrets,
       logger: log,
+      signal: stopSignal(deps),
     });
   } catch (err) {
     // A fault of ours, not of one server: the run goes on without MCP rather than fail.

@@ -181,6 +181,10 @@ export const configFields = {
   MCP_CALL_TIMEOUT_MS: int(100, 3_600_000).default(120_000),
   /** How long an MCP server may take to connect and list its tools at a run's start, in ms. */
   MCP_CONNECT_TIMEOUT_MS: int(100, 600_000).default(20_000),
+  /** How long the start-up of all of a run's MCP servers together may take, in ms; a server past it is left out. */
+  MCP_STARTUP_TIMEOUT_MS: int(100, 3_600_000).default(60_000),
+  /** Bytes of one message a remote MCP server answers; past it the answer is cut and the request fails. */
+  MCP_MAX_RESPONSE_BYTES: int(1_024, 1_073_741_824).default(8 * 1024 * 1024),
   /** Webhooks per user. 0: off. */
   MAX_WEBHOOKS_PER_USER: int(0, 100_000).default(20),
   /** How long one webhook delivery try may take, in ms. */

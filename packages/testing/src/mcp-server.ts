@@ -83,7 +83,9 @@ export type TestMcpServer = Awaited<ReturnType<typeof startTestMcpServer>>;
  * A stdio MCP server as a small dependency-free Python script (stdlib only), to run inside the
  * sandbox: newline-delimited JSON-RPC on stdin/stdout. Tools: `pid` (its process id), `echo`,
  * `crash` (the process dies mid-call, before answering), `sleep` (hangs), `env`; none at all with NO_TOOLS set; with ODD_TOOLS, one whose
- * schema is too big and one whose name no provider takes.
+ * schema is too big and one whose name no provider takes. With ENDLESS_PAGES (seconds), its
+ * tools/list never ends: every page, after that wait, is empty and names a next one (each page
+ * asked is a line in PAGES_FILE, when set).
  */
 export const STDIO_SERVER_PY = String.raw`
 import json, os, sys, time
@@ -121,6 +123,13 @@ for line in sys.stdin:
             "protocolVersion": msg["params"]["protocolVersion"],
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "py-stdio", "version": "1.0"}}})
+    elif method == "tools/list" and os.environ.get("ENDLESS_PAGES"):
+        time.sleep(float(os.environ["ENDLESS_PAGES"]))
+        if os.environ.get("PAGES_FILE"):
+            with open(os.environ["PAGES_FILE"], "a") as f:
+                f.write("page\n")
+        page = int(((msg.get("params") or {}).get("cursor") or "p0")[1:])
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [], "nextCursor": "p%d" % (page + 1)}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
     elif method == "tools/call":

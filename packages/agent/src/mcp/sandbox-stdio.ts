@@ -49,6 +49,8 @@ export class SandboxStdioTransport implements Transport {
   /** The last line it wrote that was not a JSON-RPC message. */
   malformed: string | null = null;
   private spoken = false;
+  /** Closed: a start still under way stops the process it opens. */
+  private closed = false;
 
   constructor(private readonly opts: SandboxStdioOptions) {}
 
@@ -62,6 +64,13 @@ export class SandboxStdioTransport implements Transport {
       env: this.opts.env,
       cwd: this.opts.cwd,
     });
+    if (this.closed) {
+      // Closed while the process was being opened (a start-up stopped midway): nothing is left running.
+      process.end();
+      process.detach();
+      await stopSandboxServer(this.opts);
+      throw new Error("the server was stopped while it started");
+    }
     this.process = process;
     process.onStdout((chunk) => this.read(chunk.toString("utf8")));
     process.onStderr((chunk) => {
@@ -107,6 +116,7 @@ export class SandboxStdioTransport implements Transport {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     const process = this.process;
     this.process = null;
     if (process) {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -21,6 +22,7 @@ import {
 } from "@tern/core";
 import type { SandboxDriver, SandboxRef } from "@tern/sandbox";
 import type { ToolDefinition } from "../llm/types.ts";
+import { cappedFetch } from "./capped-fetch.ts";
 import { SandboxStdioTransport } from "./sandbox-stdio.ts";
 
 /** The operator's MCP settings (README: MCP_*). */
@@ -31,6 +33,8 @@ export interface McpSettings {
   MCP_MAX_TOOLS?: number;
   MCP_CALL_TIMEOUT_MS?: number;
   MCP_CONNECT_TIMEOUT_MS?: number;
+  MCP_STARTUP_TIMEOUT_MS?: number;
+  MCP_MAX_RESPONSE_BYTES?: number;
 }
 
 const defaults = {
@@ -38,13 +42,21 @@ const defaults = {
   MCP_MAX_TOOLS: 200,
   MCP_CALL_TIMEOUT_MS: 120_000,
   MCP_CONNECT_TIMEOUT_MS: 20_000,
+  MCP_STARTUP_TIMEOUT_MS: 60_000,
+  MCP_MAX_RESPONSE_BYTES: 8 * 1024 * 1024,
 } as const;
+
+/**
+ * Pages of one server's tools/list read at most: a server that names a next page for ever (empty
+ * pages do not count toward MCP_MAX_TOOLS) is read this far and no further.
+ */
+export const MCP_MAX_LIST_PAGES = 50;
 
 /** Largest JSON schema of one tool's arguments we offer the model, in bytes; a bigger one is left out. */
 const MCP_MAX_SCHEMA_BYTES = 32 * 1024;
 /** A tool's description is cut to this many characters. */
 const MAX_DESCRIPTION_CHARS = 2_000;
-/** Times a run starts a dead stdio server again; past that its calls fail. */
+/** Times a run starts a dead stdio server (or a remote one whose answer was cut) again; past that its calls fail. */
 const MAX_RESTARTS = 5;
 /** What providers take as a function name (OpenAI's rule, the strictest). */
 const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/;
@@ -69,6 +81,8 @@ interface ServerHandle {
   /** A stdio server whose process ended: started again at its next call. */
   dead: boolean;
   restarts: number;
+  /** Why the connection was cut (an answer past MCP_MAX_RESPONSE_BYTES); null: it was not. */
+  cut: string | null;
   stdio: SandboxStdioTransport | null;
 }
 
@@ -121,6 +135,11 @@ export interface McpConnectDeps {
   logger: Logger;
   /** Name resolution, for tests; the system resolver by default. */
   resolve?: Resolver;
+  /**
+   * The run's stop (the user's interrupt, the worker's shutdown): start-up ends at once, every
+   * server still starting is reported failed and stopped.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /** `value` with each `<secret:NAME>` replaced by the secret; throws naming a secret that is not set. */
@@ -145,6 +164,26 @@ const withTimeout = async <T>(work: Promise<T>, ms: number, what: string): Promi
     ]);
   } finally {
     clearTimeout(timer);
+  }
+};
+
+/** Start-up stopped, by the run's deadline for it or by the run's stop: the reason says which. */
+class StartupStopped extends Error {}
+
+/** `work`, or a StartupStopped rejection as soon as `signal` aborts (at once if it has). */
+const untilStopped = async <T>(work: Promise<T>, signal: AbortSignal, reason: () => string): Promise<T> => {
+  let onAbort: (() => void) | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(new StartupStopped(reason()));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener("abort", onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
   }
 };
 
@@ -195,9 +234,12 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
   const handles = new Map<string, ServerHandle>();
   const status: McpServerStatus[] = [];
 
-  const startClient = async (h: ServerHandle): Promise<Client> => {
+  /** Starts `h`'s client; `signal` stops it (its requests are cancelled, its transport closed by the caller). */
+  const startClient = async (h: ServerHandle, signal: AbortSignal | undefined): Promise<Client> => {
     const client = new Client({ name: "tern", version: "0.1.0" });
-    const connectOpts = { timeout: settings.MCP_CONNECT_TIMEOUT_MS };
+    // Held at once, so that a start-up stopped midway can close what it opened.
+    h.client = client;
+    const connectOpts = { timeout: settings.MCP_CONNECT_TIMEOUT_MS, ...(signal ? { signal } : {}) };
     const s = h.config;
     if (isStdioServer(s)) {
       if (!deps.sandboxRef) throw new Error("the conversation has no sandbox to run it in");
@@ -227,11 +269,20 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
     }
     const url = parseOutboundUrl(s.url, policy, "MCP");
     const headers = resolveMap(s.headers, deps.secrets);
+    h.dead = false;
+    h.cut = null;
+    // An answer past the cap ends the connection: the SDK would wait on a broken event stream, so
+    // its requests are failed by closing the client; the next call connects again.
+    const capped = cappedFetch(fetch, settings.MCP_MAX_RESPONSE_BYTES, (err) => {
+      h.cut = err.message;
+      h.dead = true;
+      void client.close().catch(() => undefined);
+    });
     const open = async (kind: "http" | "sse"): Promise<void> => {
       const transport: Transport =
         kind === "sse"
-          ? new SSEClientTransport(url, { fetch, requestInit: { headers } })
-          : new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } });
+          ? new SSEClientTransport(url, { fetch: capped, requestInit: { headers } })
+          : new StreamableHTTPClientTransport(url, { fetch: capped, requestInit: { headers } });
       await withTimeout(client.connect(transport, connectOpts), settings.MCP_CONNECT_TIMEOUT_MS, "connecting");
     };
     if (mcpTransportOf(s) === "sse") await open("sse");
@@ -255,32 +306,80 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
 
   const servers = Object.entries(config.mcpServers);
   const considered = servers.slice(0, settings.MCP_MAX_SERVERS);
+  // One deadline for the start-up of every server of the run (connect, initialize, list), and the
+  // run's stop: past either, a server still starting is left out, its process stopped.
+  const startupMs = settings.MCP_STARTUP_TIMEOUT_MS;
+  const deadline = AbortSignal.timeout(startupMs);
+  const startup = deps.signal ? AbortSignal.any([deps.signal, deadline]) : deadline;
+  // The SDK adds a listener to it for each request of the start-up and keeps it: a bounded number
+  // (initialize and at most MCP_MAX_LIST_PAGES pages a server), not a leak to warn of.
+  setMaxListeners((MCP_MAX_LIST_PAGES + 2) * Math.max(1, considered.length), startup);
+  const stoppedReason = () =>
+    deps.signal?.aborted
+      ? "the run was stopped while the server was starting"
+      : `it did not start within MCP_STARTUP_TIMEOUT_MS (${startupMs} ms)`;
+  const stop = async (h: ServerHandle) => {
+    await h.client?.close().catch(() => undefined);
+  };
+  /** Connects `h` and reads its tools, page by page, within MCP_MAX_TOOLS and MCP_MAX_LIST_PAGES. */
+  const start = async (h: ServerHandle) => {
+    const client = await startClient(h, startup);
+    const tools = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await client.listTools(cursor ? { cursor } : undefined, {
+        timeout: settings.MCP_CONNECT_TIMEOUT_MS,
+        signal: startup,
+      });
+      pages++;
+      tools.push(...page.tools);
+      cursor = page.nextCursor;
+    } while (cursor && tools.length <= settings.MCP_MAX_TOOLS && pages < MCP_MAX_LIST_PAGES);
+    if (cursor && tools.length === 0) {
+      throw new Error(`its tools/list named a next page ${MCP_MAX_LIST_PAGES} times and listed no tools`);
+    }
+    return tools;
+  };
   const connected = await Promise.all(
     considered.map(async ([name, s]) => {
       const transport = transportOf(s);
       if (s.enabled === false) return { name, s, transport, status: "disabled" as const };
-      const h: ServerHandle = { name, config: s, transport, client: null, dead: false, restarts: 0, stdio: null };
+      const h: ServerHandle = {
+        name,
+        config: s,
+        transport,
+        client: null,
+        dead: false,
+        restarts: 0,
+        stdio: null,
+        cut: null,
+      };
       try {
         // Every value in play is masked, whether or not it came from a secret.
         const values = isStdioServer(s) ? resolveMap(s.env, deps.secrets) : resolveMap(s.headers, deps.secrets);
         // (A value that is one secret whole is masked under that secret's own name.)
         const secretValues = new Set(Object.values(deps.secrets));
         for (const [k, v] of Object.entries(values)) if (!secretValues.has(v)) maskValues[`mcp:${name}:${k}`] = v;
-        h.client = await startClient(h);
-        const tools = [];
-        let cursor: string | undefined;
-        do {
-          const page = await h.client.listTools(cursor ? { cursor } : undefined, {
-            timeout: settings.MCP_CONNECT_TIMEOUT_MS,
-          });
-          tools.push(...page.tools);
-          cursor = page.nextCursor;
-        } while (cursor && tools.length <= settings.MCP_MAX_TOOLS);
+        const starting = start(h);
+        const tools = await untilStopped(starting, startup, stoppedReason).catch((err: unknown) => {
+          if (err instanceof StartupStopped) {
+            // Stopped now, and again once the start settles (a process whose exec was under way);
+            // the run does not wait for either.
+            void stop(h);
+            void starting.then(
+              () => stop(h),
+              () => stop(h),
+            );
+          }
+          throw err;
+        });
         handles.set(name, h);
         return { name, s, transport, status: "ready" as const, tools };
       } catch (err) {
-        await h.client?.close().catch(() => undefined);
-        return { name, s, transport, status: "failed" as const, reason: (err as Error).message || String(err) };
+        if (!(err instanceof StartupStopped)) await stop(h);
+        const reason = h.cut ?? ((err as Error).message || String(err));
+        return { name, s, transport, status: "failed" as const, reason };
       }
     }),
   );
@@ -362,14 +461,17 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
     const h = entry ? handles.get(entry.server) : undefined;
     if (!entry || !h) return observation(name, `The MCP tool ${name} is not available in this run.`, true);
     if (h.dead || !h.client) {
-      if (h.transport !== "stdio" || h.restarts >= MAX_RESTARTS) {
+      if (h.restarts >= MAX_RESTARTS) {
         return observation(name, `The MCP server ${h.name} is not running; its tools cannot be called now.`, true);
       }
       h.restarts++;
-      deps.logger.warn({ mcp_server: h.name, restarts: h.restarts }, "MCP stdio server ended; starting it again");
+      deps.logger.warn(
+        { mcp_server: h.name, restarts: h.restarts, reason: h.cut ?? "its process ended" },
+        "MCP server connection ended; starting it again",
+      );
       await h.client?.close().catch(() => undefined);
       try {
-        h.client = await startClient(h);
+        h.client = await startClient(h, opts.signal);
       } catch (err) {
         h.client = null;
         return observation(
@@ -394,7 +496,9 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
         return observation(name, `The call of ${entry.tool} was stopped before it answered.`, true);
       const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout;
       // The message only, masked: a server's error may echo what it was sent, headers and all.
-      const message = maskSecrets((err as Error).message ?? String(err), { ...deps.secrets, ...maskValues });
+      // An answer cut at the cap closed the connection: that, not the closing, is why it failed.
+      const cause = h.cut ?? (err as Error).message ?? String(err);
+      const message = maskSecrets(cause, { ...deps.secrets, ...maskValues });
       deps.logger.warn(
         { error: message, mcp_server: h.name, tool: entry.tool, timed_out: timedOut },
         "MCP tool call failed",
@@ -406,7 +510,7 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
       }
       const why = timedOut
         ? `did not answer within ${Math.round(settings.MCP_CALL_TIMEOUT_MS / 1000)} seconds`
-        : `failed: ${(err as Error).message}`;
+        : `failed: ${cause}`;
       return observation(name, `The MCP tool ${entry.tool} of server ${h.name} ${why}.`, true);
     }
   };
