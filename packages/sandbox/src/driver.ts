@@ -257,6 +257,44 @@ export interface CommitOptions {
   labels: Record<string, string>;
 }
 
+/** Labels of a runtime image (a spec's base image with tern's tools, prepareRuntimeImage). */
+export const RuntimeImageLabel = {
+  /** Present on every runtime image; its value is the spec (the base image as named). */
+  Spec: "tern.runtime.spec",
+  /** The base image's id it was made from. */
+  Base: "tern.runtime.base",
+  /** The tools version it carries. */
+  Tools: "tern.runtime.tools",
+} as const;
+
+export interface RuntimeImageOptions {
+  /** The image tern's tools are copied from (SANDBOX_IMAGE). */
+  toolsFrom: string;
+  /** The images' own labels (the spec, the deployment). */
+  labels: Record<string, string>;
+  /** Each step of a build, as it happens (kept as the build's log). */
+  log?: (line: string) => void;
+}
+
+export interface RuntimeImageResult {
+  /** What `create` takes as a spec's image. */
+  image: string;
+  /** False when it was there already. */
+  built: boolean;
+  baseId: string;
+  toolsVersion: string;
+}
+
+/** A runtime image's build failed at `step`. */
+export class RuntimeImageError extends Error {
+  readonly step: string;
+  constructor(step: string, message: string) {
+    super(`preparing the image failed at "${step}": ${message}`);
+    this.name = "RuntimeImageError";
+    this.step = step;
+  }
+}
+
 export interface SandboxDriver {
   /**
    * Reaches the backend and sets up what every sandbox shares (Docker: the engine answers, and the
@@ -318,6 +356,12 @@ export interface SandboxDriver {
    * built again. Null when there is no such image.
    */
   imageId?(image: string): Promise<string | null>;
+  /**
+   * The image a sandbox of spec `base` (any image) is created from: `base` with tern's tools, the
+   * sandbox user and the workspace added, built once per base image and tools version and found
+   * after that. Drivers that cannot leave it out (the default image only).
+   */
+  prepareRuntimeImage?(base: string, opts: RuntimeImageOptions): Promise<RuntimeImageResult>;
 }
 
 /** A warm pool of started sandboxes, claimed atomically by start jobs. */

@@ -16,9 +16,12 @@ const wrapper = `
 set -u
 d="$TERN_STATE/run/$TERN_ACTION_ID"
 mkdir -p "$TERN_STATE/run"
+# Python is tern's own (the tools' directory, isolated from the image's PYTHON* settings) where the sandbox has it.
+interpreter=$TERN_INTERPRETER
+if [ "$interpreter" = python3 ] && [ -x /opt/tern/bin/python3 ]; then interpreter="/opt/tern/bin/python3 -I"; fi
 if mkdir "$d" 2>/dev/null; then
   if [ "$TERN_INLINE" = 1 ]; then printf '%s' "$TERN_PROGRAM" > "$d/program"; else cp "$TERN_STATE/in/$TERN_ACTION_ID/program" "$d/program"; fi
-  ( cd "$TERN_CWD" 2>/dev/null || cd /; exec timeout -s TERM -k 5 "$TERN_TIMEOUT" $TERN_INTERPRETER "$d/program" ) > "$d/output" 2>&1 < /dev/null
+  ( cd "$TERN_CWD" 2>/dev/null || cd /; exec timeout -s TERM -k 5 "$TERN_TIMEOUT" $interpreter "$d/program" ) > "$d/output" 2>&1 < /dev/null
   echo $? > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 fi
 n=0

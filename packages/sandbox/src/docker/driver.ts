@@ -17,6 +17,7 @@ import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
 import { type DockerContainment, enforceDockerContainment } from "./containment.ts";
 import { openExecProcess, runExec } from "./exec.ts";
 import { ensureSandboxNetwork } from "./network.ts";
+import { prepareRuntimeImage } from "./runtime-image.ts";
 
 export interface DockerDriverOptions {
   /** The sandboxes' own bridge network, made by `prepare` when missing; every sandbox joins it. */
@@ -316,6 +317,8 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
         if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
       }
     },
+
+    prepareRuntimeImage: (base, runtimeOpts) => prepareRuntimeImage(docker, base, runtimeOpts),
 
     exec: (ref: string, execOpts: ExecOptions) => runExec(docker.getContainer(ref), execOpts),
     openProcess: (ref, opts) => openExecProcess(docker.getContainer(ref), opts),

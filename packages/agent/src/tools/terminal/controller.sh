@@ -23,7 +23,10 @@ set -u
 D=$TERN_D
 S=$D/tmux.sock
 A=${TERN_ACTION:-}
-T() { tmux -S "$S" "$@"; }
+# tern's own tmux (the tools' directory, in a sandbox of any image) before the image's.
+TMUX_BIN=tmux
+[ -x /opt/tern/bin/tmux ] && TMUX_BIN=/opt/tern/bin/tmux
+T() { "$TMUX_BIN" -S "$S" "$@"; }
 [ -d "$D" ] || mkdir -p "$D"
 
 now() { local t=${EPOCHREALTIME//[.,]/}; NOW=$((t / 1000)); }
@@ -69,7 +72,7 @@ start_session() {
   # The server takes this environment (the user's secrets), without the controller's own variables.
   (
     unset "${!TERN_@}" NAP
-    exec tmux -S "$d/tmux.sock" -f /dev/null start-server \; set-option -g history-limit 10000 \; \
+    exec "$TMUX_BIN" -S "$d/tmux.sock" -f /dev/null start-server \; set-option -g history-limit 10000 \; \
       set-option -g exit-empty on \; new-session -d -s main -x 256 -y 200 -c "$cwd" \
       "exec bash --noprofile --rcfile $d/rc.sh -i"
   ) 2>"$D/tmux.err" || return 1
@@ -218,7 +221,7 @@ if [ "$TERN_MODE" = interrupt ]; then
 fi
 
 # A sandbox from an image older than the live terminal: the caller runs the command another way.
-if ! command -v tmux >/dev/null 2>&1; then
+if ! command -v "$TMUX_BIN" >/dev/null 2>&1; then
   printf 'TERN_TERM notmux -1 0 0\n\n\n\n'
   exit 0
 fi
