@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { McpConfig, StoredEvent, StoredEventOf } from "@tern/core";
+import { type McpConfig, type StoredEvent, type StoredEventOf, textOfContent } from "@tern/core";
 import { waitFor } from "@tern/testing";
 import { STDIO_SERVER_PY, startTestMcpServer, type TestMcpServer } from "@tern/testing/mcp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -142,7 +142,7 @@ describe("an endless tools/list pager", () => {
       },
       { name: "good", transport: "http", status: "ready", tools: 4 },
     ]);
-    expect(observations(events).map((o) => o.payload.observation.content[0]?.text)).toEqual(["sum=5"]);
+    expect(observations(events).map((o) => textOfContent(o.payload.observation.content))).toEqual(["sum=5"]);
     // Its start-up ended at the deadline: the state update is stored within a moment of it.
     expect(startupMs).toBeGreaterThanOrEqual(deadlineMs);
     expect(startupMs).toBeLessThan(deadlineMs + 2_000);
