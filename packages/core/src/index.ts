@@ -30,7 +30,6 @@ export * from "./schemas/start-request.ts";
 export * from "./schemas/start-task.ts";
 export * from "./schemas/users.ts";
 export * from "./schemas/webhook.ts";
-export * from "./sdk-secret-graph.ts";
 export * from "./sdk-secrets.ts";
 export * from "./secret-box.ts";
 export * from "./skill-triggers.ts";

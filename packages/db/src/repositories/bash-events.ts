@@ -109,6 +109,16 @@ const rowOf = (r: Selectable<BashEventsTable>): BashEventRow => {
       };
 };
 
+/** A command the API stores, before any worker has it. */
+interface NewBashCommand {
+  id: string;
+  sandboxId: string;
+  command: string;
+  cwd: string | null;
+  timeout: number;
+  timestamp?: Date;
+}
+
 /**
  * The agent-server's bash events of each sandbox (commands and their outputs), in the order they
  * were emitted. The API writes commands; the worker running one writes its outputs; either may
@@ -117,14 +127,7 @@ const rowOf = (r: Selectable<BashEventsTable>): BashEventRow => {
 export const bashEventsRepository = (database: Kysely<Database>) => {
   const db = database as unknown as Kysely<BashDb>;
   return {
-    async insertCommand(c: {
-      id: string;
-      sandboxId: string;
-      command: string;
-      cwd: string | null;
-      timeout: number;
-      timestamp?: Date;
-    }): Promise<BashCommandRow> {
+    async insertCommand(c: NewBashCommand): Promise<BashCommandRow> {
       const row = await db
         .insertInto("bash_events")
         .values({
@@ -160,14 +163,7 @@ export const bashEventsRepository = (database: Kysely<Database>) => {
      * same instant may both pass).
      */
     async insertCommandIfRunning(
-      c: {
-        id: string;
-        sandboxId: string;
-        command: string;
-        cwd: string | null;
-        timeout: number;
-        timestamp?: Date;
-      },
+      c: NewBashCommand,
       opts: { flushedLater?: boolean; maxInFlight?: number } = {},
     ): Promise<{ status: string; engineId: string | null; full: boolean; command: BashCommandRow | null } | null> {
       const at = c.timestamp ?? new Date();
