@@ -116,6 +116,19 @@ export const configFields = {
       }),
     ),
   ),
+  /** Each LLM reply's output limit in tokens, over the model table's maximum for the model; unset: the table's. */
+  LLM_MAX_OUTPUT_TOKENS: z.preprocess(emptyAsUndefined, int(1, 10_000_000).optional()),
+  /** Seconds one LLM call may wait in all for its retries (429, 5xx, 529, a lost connection) before the run ends in error. */
+  LLM_RETRY_MAX_WAIT: int(0, 86_400).default(600),
+  /** Anthropic's extended-thinking budget in tokens unless a user or a conversation sets one; 0: no thinking. */
+  LLM_THINKING_BUDGET: int(0, 10_000_000).default(0),
+  /** `reasoning_effort` for the models that take it, unless a user or a conversation sets one; unset: the provider's default. */
+  LLM_REASONING_EFFORT: z.preprocess(
+    emptyAsUndefined,
+    z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).optional(),
+  ),
+  /** Native tool calls: `auto` (as the model table says of the model), `on`, or `off` (tools described in the prompt). */
+  LLM_NATIVE_TOOL_CALLS: z.enum(["auto", "on", "off"]).default("auto"),
   /** USD a conversation may spend on the LLM unless its user set their own max_budget_per_task; unset: no cap. */
   MAX_BUDGET_PER_TASK: z.preprocess(emptyAsUndefined, z.coerce.number().positive().optional()),
   /**

@@ -9,12 +9,34 @@ import {
   type LlmResponse,
   type SdkClientOptions,
   sdkConstructorOptions,
+  type ThinkingBlock,
   type ToolCall,
 } from "./types.ts";
 
 export interface AnthropicClientOptions extends SdkClientOptions {
+  /** `max_tokens`: the model's maximum output (the model table, or LLM_MAX_OUTPUT_TOKENS). */
   maxTokens: number;
+  /** Extended thinking's `budget_tokens`; 0 or absent: no thinking. Kept below `maxTokens`. */
+  thinkingBudget?: number;
 }
+
+/** Anthropic's least thinking budget (ThinkingConfigEnabled: "Must be ≥1024 and less than `max_tokens`"). */
+const MIN_THINKING_BUDGET = 1024;
+
+/**
+ * The `thinking` of a request: the budget asked for, below `max_tokens` (whose room it shares with
+ * the answer: a budget that would leave the answer less than a quarter is cut to leave it that),
+ * or nothing when there is no room for Anthropic's least budget.
+ */
+export const thinkingConfig = (
+  budget: number | undefined,
+  maxTokens: number,
+): { type: "enabled"; budget_tokens: number } | null => {
+  if (!budget || budget <= 0) return null;
+  const room = Math.floor(maxTokens * 0.75);
+  const tokens = Math.min(Math.max(budget, MIN_THINKING_BUDGET), room);
+  return tokens >= MIN_THINKING_BUDGET && tokens < maxTokens ? { type: "enabled", budget_tokens: tokens } : null;
+};
 
 const parseInput = (args: string): Record<string, unknown> => {
   try {
@@ -42,12 +64,14 @@ const imageBlock = (url: string): ContentBlockParam => {
   };
 };
 
-const blocksOf = (m: LlmMessage): ContentBlockParam[] => {
+const blocksOf = (m: LlmMessage, thinking: boolean): ContentBlockParam[] => {
   switch (m.role) {
     case "user":
       return [{ type: "text", text: m.text }, ...(m.images ?? []).map(imageBlock)];
     case "assistant":
       return [
+        // Thinking first, exactly as given (a changed block is refused); only while thinking is on.
+        ...(thinking ? (m.thinkingBlocks ?? []).map((b): ContentBlockParam => ({ ...b })) : []),
         ...(m.text ? [{ type: "text" as const, text: m.text }] : []),
         ...m.toolCalls.map((c) => ({
           type: "tool_use" as const,
@@ -61,20 +85,65 @@ const blocksOf = (m: LlmMessage): ContentBlockParam[] => {
   }
 };
 
-/** Anthropic wants user and assistant turns to alternate: tool results and the next user text share a turn. */
-const toWire = (messages: LlmMessage[]): MessageParam[] => {
+const isThinking = (b: ContentBlockParam) => b.type === "thinking" || b.type === "redacted_thinking";
+
+/**
+ * Anthropic wants user and assistant turns to alternate: tool results and the next user text share
+ * a turn. Two assistant messages in a row are one turn, its thinking blocks first.
+ */
+export const toWire = (messages: LlmMessage[], thinking = false): MessageParam[] => {
   const out: MessageParam[] = [];
   for (const m of messages) {
     const role = m.role === "assistant" ? "assistant" : "user";
     // Anthropic refuses empty text blocks and empty messages (an agent answer of nothing, say).
-    const blocks = blocksOf(m).filter((b) => b.type !== "text" || b.text !== "");
+    const blocks = blocksOf(m, thinking).filter((b) => b.type !== "text" || b.text.trim() !== "");
     if (blocks.length === 0) continue;
     const last = out.at(-1);
-    if (last && last.role === role && Array.isArray(last.content)) last.content.push(...blocks);
-    else out.push({ role, content: blocks });
+    if (last && last.role === role && Array.isArray(last.content)) {
+      const merged = [...last.content, ...blocks];
+      last.content = [...merged.filter(isThinking), ...merged.filter((b) => !isThinking(b))];
+    } else out.push({ role, content: blocks });
   }
   return out;
 };
+
+/** What a streamed message's content blocks say: text, calls, thinking (kept whole) and the thinking's text. */
+const readContent = (content: Anthropic.Messages.ContentBlock[]) => {
+  const texts: string[] = [];
+  const toolCalls: ToolCall[] = [];
+  const thinkingBlocks: ThinkingBlock[] = [];
+  for (const block of content) {
+    if (block.type === "text") texts.push(block.text);
+    else if (block.type === "tool_use")
+      toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
+    else if (block.type === "thinking")
+      thinkingBlocks.push({ type: "thinking", thinking: block.thinking, signature: block.signature });
+    else if (block.type === "redacted_thinking") thinkingBlocks.push({ type: "redacted_thinking", data: block.data });
+  }
+  const reasoning = thinkingBlocks.flatMap((b) => (b.type === "thinking" && b.thinking ? [b.thinking] : []));
+  return {
+    text: texts.join("\n"),
+    toolCalls,
+    thinkingBlocks,
+    reasoningContent: reasoning.length ? reasoning.join("\n\n") : null,
+  };
+};
+
+/**
+ * Whether thinking can be on for these messages: Anthropic wants the assistant turn whose tool
+ * results end the conversation to start with its thinking, so a turn written without thinking
+ * (before it was turned on) is finished without it, as LiteLLM does.
+ */
+export const thinkingFits = (messages: readonly LlmMessage[]): boolean => {
+  let i = messages.length - 1;
+  let results = false;
+  for (; i >= 0 && messages[i]?.role !== "assistant"; i--) results ||= messages[i]?.role === "tool";
+  const last = messages[i];
+  return !results || last?.role !== "assistant" || (last.thinkingBlocks?.length ?? 0) > 0;
+};
+
+/** A reply cut short: by the output limit, or by the context window filling up as it was written. */
+const TRUNCATED = new Set(["max_tokens", "model_context_window_exceeded"]);
 
 /** Anthropic messages through the official SDK, streamed (the SDK refuses long non-streamed requests). */
 export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient => {
@@ -83,38 +152,32 @@ export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient =
     provider: "anthropic",
     model: opts.model,
     async complete(request: LlmRequest, signal?: AbortSignal): Promise<LlmResponse> {
+      const thinking = thinkingFits(request.messages) ? thinkingConfig(opts.thinkingBudget, opts.maxTokens) : null;
       try {
-        const stream = client.messages.stream(
-          {
-            model: opts.model,
-            max_tokens: opts.maxTokens,
-            ...withCacheBreakpoints(request.system, toWire(request.messages)),
-            ...(request.tools.length
-              ? {
-                  tools: request.tools.map(
-                    (t): Tool => ({
-                      name: t.name,
-                      description: t.description,
-                      input_schema: t.parameters as Tool["input_schema"],
-                    }),
-                  ),
-                }
-              : {}),
-          },
-          { signal },
-        );
-        const message = await stream.finalMessage();
-        const texts: string[] = [];
-        const toolCalls: ToolCall[] = [];
-        for (const block of message.content) {
-          if (block.type === "text") texts.push(block.text);
-          else if (block.type === "tool_use")
-            toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
-        }
+        const params: Anthropic.Messages.MessageStreamParams = {
+          model: opts.model,
+          max_tokens: opts.maxTokens,
+          ...withCacheBreakpoints(request.system, toWire(request.messages, thinking !== null)),
+          ...(thinking ? { thinking } : {}),
+          ...(request.tools.length
+            ? {
+                tools: request.tools.map(
+                  (t): Tool => ({
+                    name: t.name,
+                    description: t.description,
+                    input_schema: t.parameters as Tool["input_schema"],
+                  }),
+                ),
+              }
+            : {}),
+        };
+        const message = await client.messages.stream(params, { signal }).finalMessage();
+        const stopReason = message.stop_reason ?? null;
         return {
           id: message.id || null,
-          text: texts.join("\n"),
-          toolCalls,
+          ...readContent(message.content),
+          truncated: stopReason !== null && TRUNCATED.has(stopReason),
+          stopReason,
           model: message.model || opts.model,
           usage: {
             promptTokens: message.usage.input_tokens ?? 0,
@@ -124,7 +187,10 @@ export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient =
           },
         };
       } catch (err) {
-        const api = err instanceof Anthropic.APIError ? { status: err.status ?? null, code: undefined } : null;
+        const api =
+          err instanceof Anthropic.APIError && !(err instanceof Anthropic.APIUserAbortError)
+            ? { status: err.status ?? null, code: undefined, headers: err.headers }
+            : null;
         throw llmFailureOf(err, api, opts.userNamedEndpoint ?? false);
       }
     },

@@ -1,5 +1,5 @@
 import { OutboundAddressError, OutboundResponseTooLargeError } from "@tern/core";
-import { LlmContextLengthError, LlmError } from "./types.ts";
+import { LlmContextLengthError, LlmError, type LlmRetryWait } from "./types.ts";
 
 /**
  * How providers word "the request is longer than the context" (OpenAI's `context_length_exceeded`,
@@ -39,6 +39,75 @@ const causeOf = <T>(err: unknown, type: abstract new (...args: never[]) => T): T
 const codeToken = (code: unknown): string | null =>
   typeof code === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? code : null;
 
+/** What an SDK's APIError tells of a failed call. */
+export interface ApiFailure {
+  status: number | null;
+  code: unknown;
+  /** The answer's headers (Retry-After); absent when there was no answer. */
+  headers?: Headers | Record<string, string | null | undefined> | undefined;
+}
+
+const headerOf = (headers: ApiFailure["headers"], name: string): string | null => {
+  if (!headers) return null;
+  if (typeof (headers as Headers).get === "function") return (headers as Headers).get(name);
+  const value = (headers as Record<string, string | null | undefined>)[name];
+  return typeof value === "string" ? value : null;
+};
+
+/**
+ * How long the provider asks to wait, in ms: `retry-after-ms` (OpenAI's), else `Retry-After` in
+ * seconds or as an HTTP date (RFC 9110 §10.2.3). Null when it says nothing usable.
+ */
+export const retryAfterMsOf = (headers: ApiFailure["headers"], now = Date.now()): number | null => {
+  const ms = Number.parseFloat(headerOf(headers, "retry-after-ms") ?? "");
+  if (Number.isFinite(ms) && ms >= 0) return Math.ceil(ms);
+  const raw = headerOf(headers, "retry-after")?.trim();
+  if (!raw) return null;
+  if (/^\d+(\.\d+)?$/.test(raw)) return Math.ceil(Number.parseFloat(raw) * 1000);
+  const at = Date.parse(raw);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+};
+
+const NETWORK_CODES = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+]);
+
+/** A connection refused, reset or cut short (Node's fetch says `fetch failed` or `terminated`). */
+const isNetworkFailure = (err: unknown): boolean => {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && NETWORK_CODES.has(code)) return true;
+    if (e instanceof TypeError && /^(fetch failed|terminated)$/i.test(e.message)) return true;
+  }
+  return false;
+};
+
+/**
+ * Whether retrying may cure a failure, and why: 429 a rate limit, 529 (or an overload reported in
+ * the stream) an overload, 5xx the server's trouble, no status a lost connection. 408 and 409 are
+ * retried as the SDKs retry them.
+ */
+export const transientReason = (api: ApiFailure | null, err: unknown, text: string): LlmRetryWait["reason"] | null => {
+  if (!api) return isNetworkFailure(err) ? "network" : null;
+  const { status } = api;
+  if (status === 429) return "rate_limited";
+  if (status === 529 || /overloaded/i.test(text)) return "overloaded";
+  if (status === 408 || status === 409 || (status !== null && status >= 500)) return "server_error";
+  if (status === null) return "network";
+  return null;
+};
+
 /**
  * The LlmError of a failed call: `api` is the SDK's APIError's status and code, null for anything
  * else it threw (an answer it cannot parse, a stream cut short). An endpoint a user named answers as
@@ -47,19 +116,17 @@ const codeToken = (code: unknown): string | null =>
  * whole text, which stays on the error's cause for the log). A refusal of the checked client (an
  * address inside the deployment) says why.
  */
-export const llmFailureOf = (
-  err: unknown,
-  api: { status: number | null; code: unknown } | null,
-  userNamed: boolean,
-): LlmError => {
+export const llmFailureOf = (err: unknown, api: ApiFailure | null, userNamed: boolean): LlmError => {
   const refused = causeOf(err, OutboundAddressError);
   if (refused) return new LlmError(`LLM request refused: llm_base_url ${refused.message}`, null, { cause: err });
   const tooLarge = causeOf(err, OutboundResponseTooLargeError);
   if (tooLarge) return new LlmError(`LLM request failed: ${tooLarge.message}`, null, { cause: err });
   const text = err instanceof Error ? err.message : String(err);
   if (!api) {
-    const shown = userNamed ? "the LLM endpoint's answer could not be read" : text;
-    return new LlmError(`LLM request failed: ${shown}`, null, { cause: err });
+    const transient = transientReason(null, err, text);
+    const shown =
+      userNamed && !transient ? "the LLM endpoint's answer could not be read" : userNamed ? "connection lost" : text;
+    return new LlmError(`LLM request failed: ${shown}`, null, { cause: err, transient });
   }
   const context = isContextLengthRefusal(api.status, text, api.code);
   const code = codeToken(api.code);
@@ -69,5 +136,9 @@ export const llmFailureOf = (
       ? "the LLM endpoint could not be reached"
       : `the LLM endpoint answered HTTP ${api.status}${code ? ` (${code})` : ""}${context ? ": the request is longer than the model's context" : ""}`;
   const Type = context ? LlmContextLengthError : LlmError;
-  return new Type(`LLM request failed: ${shown}`, api.status, { cause: err });
+  return new Type(`LLM request failed: ${shown}`, api.status, {
+    cause: err,
+    transient: context ? null : transientReason(api, err, text),
+    retryAfterMs: retryAfterMsOf(api.headers),
+  });
 };

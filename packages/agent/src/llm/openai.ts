@@ -11,7 +11,20 @@ import {
   type ToolDefinition,
 } from "./types.ts";
 
-export type OpenAiClientOptions = SdkClientOptions;
+export interface OpenAiClientOptions extends SdkClientOptions {
+  /**
+   * The reply's output limit and the parameter that carries it: `max_completion_tokens` for
+   * OpenAI's own models (its reasoning models refuse `max_tokens`), `max_tokens` for the
+   * OpenAI-compatible servers of others; absent: the server's own default.
+   */
+  maxOutput?: { tokens: number; param: "max_completion_tokens" | "max_tokens" } | undefined;
+  /** `reasoning_effort`, for the models that take it (the model table's `effort`). */
+  reasoningEffort?: ReasoningEffort | undefined;
+}
+
+/** OpenAI's reasoning efforts (ReasoningEffort in its OpenAPI document). */
+const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"] as const;
+export type ReasoningEffort = (typeof reasoningEfforts)[number];
 
 const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
   switch (m.role) {
@@ -63,6 +76,8 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
         const stream = client.chat.completions.stream(
           {
             model: opts.model,
+            ...(opts.maxOutput ? { [opts.maxOutput.param]: opts.maxOutput.tokens } : {}),
+            ...(opts.reasoningEffort ? { reasoning_effort: opts.reasoningEffort } : {}),
             // The system prompt and the tools first, then the history in order: a prefix that stays the
             // same from step to step (until a condensation), which OpenAI caches by itself.
             messages: [{ role: "system", content: request.system }, ...request.messages.map(toWire)],
@@ -74,8 +89,17 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
           },
           { signal },
         );
+        // DeepSeek's reasoner streams its reasoning as `reasoning_content` deltas, which the SDK
+        // does not add up: gathered here.
+        const reasoning: string[] = [];
+        stream.on("chunk", (chunk) => {
+          const delta = chunk.choices[0]?.delta as { reasoning_content?: unknown } | undefined;
+          if (typeof delta?.reasoning_content === "string") reasoning.push(delta.reasoning_content);
+        });
         const completion = await stream.finalChatCompletion();
-        const message = completion.choices[0]?.message;
+        const choice = completion.choices[0];
+        const message = choice?.message;
+        const stopReason = choice?.finish_reason ?? null;
         const toolCalls = (message?.tool_calls ?? []).flatMap((c) =>
           c.type === "function" ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : [],
         );
@@ -83,6 +107,10 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
           id: completion.id || null,
           text: message?.content ?? "",
           toolCalls,
+          truncated: stopReason === "length",
+          stopReason,
+          reasoningContent: reasoning.join("") || null,
+          thinkingBlocks: [],
           model: completion.model || opts.model,
           usage: {
             promptTokens: completion.usage?.prompt_tokens ?? 0,
@@ -92,7 +120,10 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
           },
         };
       } catch (err) {
-        const api = err instanceof OpenAI.APIError ? { status: err.status ?? null, code: err.code } : null;
+        const api =
+          err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIUserAbortError)
+            ? { status: err.status ?? null, code: err.code, headers: err.headers }
+            : null;
         throw llmFailureOf(err, api, opts.userNamedEndpoint ?? false);
       }
     },

@@ -5,10 +5,21 @@ import type { CheckedFetch, ToolCall } from "@tern/core";
 /** A tool call as the model wrote it (its `arguments` JSON possibly malformed: the loop validates it). */
 export type { ToolCall };
 
+/** An Anthropic thinking block, kept as the API gave it: it goes back unchanged, signature and all. */
+export type ThinkingBlock =
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "redacted_thinking"; data: string };
+
 export type LlmMessage =
   /** `images`: URLs (http(s) or data:) the model is shown after the text, in order. */
   | { role: "user"; text: string; images?: string[] }
-  | { role: "assistant"; text: string; toolCalls: ToolCall[] }
+  | {
+      role: "assistant";
+      text: string;
+      toolCalls: ToolCall[];
+      /** The reply's thinking blocks (Anthropic), sent back before its text and calls. */
+      thinkingBlocks?: ThinkingBlock[];
+    }
   | { role: "tool"; toolCallId: string; toolName: string; text: string; isError: boolean };
 
 export interface ToolDefinition {
@@ -43,12 +54,44 @@ export interface LlmResponse {
   toolCalls: ToolCall[];
   usage: LlmUsage;
   model: string;
+  /**
+   * The reply was cut by the output limit (Anthropic's `stop_reason: "max_tokens"` or
+   * `"model_context_window_exceeded"`, OpenAI's `finish_reason: "length"`): its calls may be cut
+   * mid-argument and must not run.
+   */
+  truncated?: boolean;
+  /** Why the model stopped, in the provider's words (`end_turn`, `tool_use`, `length`...), when it said. */
+  stopReason?: string | null;
+  /** The model's reasoning as text (Anthropic's thinking, DeepSeek's `reasoning_content`), when it shows it. */
+  reasoningContent?: string | null;
+  /** Anthropic's thinking blocks as given: they go back unchanged within a tool-use turn. */
+  thinkingBlocks?: ThinkingBlock[];
+}
+
+/** One wait before a retry of an LLM call, as the caller is told of it before it begins. */
+export interface LlmRetryWait {
+  /** 1 for the wait after the first failure. */
+  attempt: number;
+  waitMs: number;
+  /** `rate_limited` (429), `overloaded` (529 or an overload in the stream), `server_error` (5xx), `network`. */
+  reason: "rate_limited" | "overloaded" | "server_error" | "network";
+  status: number | null;
+  /** Whether the wait is the provider's own (Retry-After), not our backoff. */
+  retryAfter: boolean;
+  /** What failed, as the error said it. */
+  message: string;
+}
+
+/** What a caller hears of one call while it runs. */
+export interface LlmCallHooks {
+  /** Before each wait for a retry; the wait begins when it returns. */
+  onRetryWait?: (wait: LlmRetryWait) => void | Promise<void>;
 }
 
 export interface LlmClient {
   readonly provider: LlmProvider;
   readonly model: string;
-  complete(request: LlmRequest, signal?: AbortSignal): Promise<LlmResponse>;
+  complete(request: LlmRequest, signal?: AbortSignal, hooks?: LlmCallHooks): Promise<LlmResponse>;
 }
 
 export type LlmProvider = "openai" | "anthropic";
@@ -58,8 +101,6 @@ export interface SdkClientOptions {
   model: string;
   apiKey: string | undefined;
   baseUrl: string | undefined;
-  /** Retries of the SDK on 408/409/429/5xx and connection errors, with exponential backoff. */
-  maxRetries: number;
   timeoutMs: number;
   /** The checked client (core's outbound-fetch.ts) for an endpoint a user named; the SDK's own otherwise. */
   fetch?: CheckedFetch | undefined;
@@ -72,24 +113,38 @@ export const sdkConstructorOptions = (opts: SdkClientOptions) => ({
   // Local OpenAI-compatible servers and proxies need no key, but the SDKs insist on one.
   apiKey: opts.apiKey ?? "not-needed",
   baseURL: opts.baseUrl,
-  maxRetries: opts.maxRetries,
+  // Retries are ours (retry.ts), counted against LLM_RETRY_MAX_WAIT and each one reported: the
+  // SDK's own, hidden, would multiply them.
+  maxRetries: 0,
   timeout: opts.timeoutMs,
   ...(opts.fetch ? { fetch: opts.fetch } : {}),
 });
 
+export interface LlmErrorOptions {
+  cause?: unknown;
+  /** What retrying may cure: the provider's rate limit, its overload, a 5xx, a lost connection. */
+  transient?: LlmRetryWait["reason"] | null;
+  /** How long the provider asked to wait (Retry-After, retry-after-ms), in ms. */
+  retryAfterMs?: number | null;
+}
+
 /** The LLM failed for good (retries spent, or an error retrying cannot fix). */
 export class LlmError extends Error {
   readonly status: number | null;
-  constructor(message: string, status: number | null, options?: { cause?: unknown }) {
-    super(message, options);
+  readonly transient: LlmRetryWait["reason"] | null;
+  readonly retryAfterMs: number | null;
+  constructor(message: string, status: number | null, options: LlmErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "LlmError";
     this.status = status;
+    this.transient = options.transient ?? null;
+    this.retryAfterMs = options.retryAfterMs ?? null;
   }
 }
 
 /** The provider refused the request as longer than the model's context: condensing the history may cure it. */
 export class LlmContextLengthError extends LlmError {
-  constructor(message: string, status: number | null, options?: { cause?: unknown }) {
+  constructor(message: string, status: number | null, options?: LlmErrorOptions) {
     super(message, status, options);
     this.name = "LlmContextLengthError";
   }

@@ -65,7 +65,12 @@ const ask = (client: LlmClient) =>
     (err: unknown) => err,
   );
 const clientOf = (settings: LlmSettings, baseUrl: string): LlmClient => {
-  const choice = chooseLlm(settings, null, { maxRetries: 0, timeoutMs: 10_000, resolve: hosts }, user(baseUrl));
+  const choice = chooseLlm(
+    settings,
+    null,
+    { retry: { maxWaitMs: 0 }, timeoutMs: 10_000, resolve: hosts },
+    user(baseUrl),
+  );
   if (!choice.ok) throw new Error(choice.reason);
   return choice.client;
 };
