@@ -6,7 +6,7 @@ import {
   skillsTriggeredBy,
   textOfContent,
 } from "@tern/core";
-import type { LlmMessage, ToolCall } from "./llm/types.ts";
+import type { LlmMessage, ThinkingBlock, ToolCall } from "./llm/types.ts";
 import { pathRulesFor, pathRuleText, triggeredSkillText, workspaceRelative } from "./skills.ts";
 
 /** The text of content blocks (image blocks have none). */
@@ -15,6 +15,17 @@ export const textOf = (content: readonly MessageContent[]): string => textOfCont
 /** The image URLs of content blocks, in order. */
 const imagesOf = (content: readonly MessageContent[]): string[] =>
   content.flatMap((c) => (c.type === "image" ? c.image_urls : []));
+
+/** Thinking blocks as stored (OpenHands' signature may be null) to send back as given. */
+const thinkingOf = (blocks: readonly StoredThinkingBlock[] | undefined): ThinkingBlock[] =>
+  (blocks ?? []).map((b) =>
+    b.type === "thinking"
+      ? { type: "thinking", thinking: b.thinking, signature: b.signature ?? "" }
+      : { type: "redacted_thinking", data: b.data },
+  );
+type StoredThinkingBlock =
+  | { type: "thinking"; thinking: string; signature?: string | null | undefined }
+  | { type: "redacted_thinking"; data: string };
 
 /** Message, action, observation and tool-error events: what the conversation is made of, for the model. */
 export const isTurnEvent = (e: StoredEvent): boolean =>
@@ -94,11 +105,13 @@ export const buildHistory = (
   };
 
   const calls = new Set<string>();
-  const addCall = (responseId: string, call: ToolCall, thought: string) => {
+  const addCall = (responseId: string, call: ToolCall, thought: string, thinking: ThinkingBlock[]) => {
     if (!openAssistant || openAssistant.id !== responseId) {
       openAssistant = { id: responseId, message: { role: "assistant", text: thought, toolCalls: [] } };
       messages.push(openAssistant.message);
     }
+    // The response's thinking rides on its first call's event; it goes back before the calls.
+    if (thinking.length) openAssistant.message.thinkingBlocks = thinking;
     openAssistant.message.toolCalls.push(call);
   };
 
@@ -113,14 +126,20 @@ export const buildHistory = (
       const text = textOf(e.payload.llm_message.content);
       if (e.payload.llm_message.role === "assistant" || e.source === "agent") {
         openAssistant = null;
-        messages.push({ role: "assistant", text, toolCalls: [] });
+        const thinking = thinkingOf(e.payload.llm_message.thinking_blocks);
+        messages.push({
+          role: "assistant",
+          text,
+          toolCalls: [],
+          ...(thinking.length ? { thinkingBlocks: thinking } : {}),
+        });
       } else {
         const images = imagesOf(e.payload.llm_message.content);
         pushUserMessage({ role: "user", text: activate(text), ...(images.length ? { images } : {}) });
       }
     } else if (e.kind === "ActionEvent") {
       const a = e.payload;
-      addCall(a.llm_response_id, a.tool_call, textOf(a.thought));
+      addCall(a.llm_response_id, a.tool_call, textOf(a.thought), thinkingOf(a.thinking_blocks));
       calls.add(a.tool_call_id);
       outstanding.add(a.tool_call_id);
       pathOfCall.set(a.tool_call_id, a.action.path);
@@ -140,7 +159,7 @@ export const buildHistory = (
       answerCall(r.tool_call_id, r.tool_name, `Action rejected: ${r.rejection_reason}`, false);
     } else if (isToolCallError(e)) {
       const t = e.payload;
-      addCall(t.llm_response_id, t.tool_call, textOf(t.thought ?? []));
+      addCall(t.llm_response_id, t.tool_call, textOf(t.thought ?? []), thinkingOf(t.thinking_blocks));
       messages.push({ role: "tool", toolCallId: t.tool_call_id, toolName: t.tool_name, text: t.error, isError: true });
     }
   }

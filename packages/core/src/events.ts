@@ -28,6 +28,19 @@ const thought = z
   .array(textContentSchema)
   .meta({ description: "The assistant's text that came with the call (first call of a response only)" });
 const llmResponseId = z.string().meta({ description: "Calls of one LLM response share it" });
+/** OpenHands' ThinkingBlock and RedactedThinkingBlock: Anthropic's, kept as given to go back unchanged. */
+const thinkingBlocks = z
+  .array(
+    z.union([
+      z.object({ type: z.literal("thinking"), thinking: z.string(), signature: z.string().nullable().optional() }),
+      z.object({ type: z.literal("redacted_thinking"), data: z.string() }),
+    ]),
+  )
+  .meta({ description: "Anthropic's thinking blocks of the response, with their signatures" });
+const reasoningContent = z
+  .string()
+  .nullable()
+  .meta({ description: "The model's reasoning as text, when it shows it (first call of a response only)" });
 const historySeq = z
   .number()
   .int()
@@ -57,7 +70,13 @@ export const eventSchema = z
     z
       .object({
         ...head("MessageEvent"),
-        llm_message: z.object({ role: z.enum(["user", "assistant"]), content: z.array(messageContentSchema) }),
+        llm_message: z.object({
+          role: z.enum(["user", "assistant"]),
+          content: z.array(messageContentSchema),
+          // The agent's answer: its reasoning, as OpenHands' Message carries it.
+          reasoning_content: reasoningContent.optional(),
+          thinking_blocks: thinkingBlocks.optional(),
+        }),
         /** A user message: the triggered skills added to it for the model. */
         activated_skills: z.array(z.string()).optional(),
         /** The agent's answer: the response it came from. */
@@ -71,6 +90,8 @@ export const eventSchema = z
         tool_name: toolName,
         tool_call_id: toolCallId,
         thought,
+        reasoning_content: reasoningContent.optional(),
+        thinking_blocks: thinkingBlocks.optional(),
         action: z
           .looseObject({ kind: z.string().meta({ description: "e.g. TerminalAction" }) })
           .meta({ description: "The validated arguments of the call" }),
@@ -124,6 +145,8 @@ export const eventSchema = z
         llm_response_id: llmResponseId.optional(),
         history_seq: historySeq.optional(),
         thought: thought.optional(),
+        reasoning_content: reasoningContent.optional(),
+        thinking_blocks: thinkingBlocks.optional(),
       })
       .meta({ id: "AgentErrorEvent", description: "A run that failed, or a tool call the model got wrong" }),
     z
@@ -231,13 +254,21 @@ export type ObservationPayload = EventPayload<"ObservationEvent">;
 export type Observation = ObservationPayload["observation"];
 export type SystemPromptTool = EventPayload<"SystemPromptEvent">["tools"][number];
 /** An AgentErrorEvent about one tool call: every tool field present. */
-export type ToolCallErrorPayload = Required<Omit<EventPayload<"AgentErrorEvent">, "thought">> &
-  Pick<EventPayload<"AgentErrorEvent">, "thought">;
+export type ToolCallErrorPayload = Required<
+  Omit<EventPayload<"AgentErrorEvent">, "thought" | "reasoning_content" | "thinking_blocks">
+> &
+  Pick<EventPayload<"AgentErrorEvent">, "thought" | "reasoning_content" | "thinking_blocks">;
 
 /** What the model had answered, on the events an LLM response wrote. */
 export interface AgentTurn {
   llm_response_id: string;
   history_seq: number;
+}
+
+/** A response's reasoning, as the agent's events carry it (OpenHands' field names). */
+export interface AgentReasoning {
+  reasoning_content?: string | null;
+  thinking_blocks?: z.infer<typeof thinkingBlocks>;
 }
 
 const draft = <K extends EventKind>(kind: K, source: EventSource, payload: EventPayload<K>): EventDraftOf<K> => ({
@@ -253,9 +284,14 @@ export const newEvent = {
       llm_message: { role: "user", content },
       ...(activatedSkills ? { activated_skills: activatedSkills } : {}),
     }),
-  agentMessage: (text: string, turn: AgentTurn) =>
+  agentMessage: (text: string, turn: AgentTurn, reasoning: AgentReasoning = {}) =>
     draft("MessageEvent", "agent", {
-      llm_message: { role: "assistant", content: [{ type: "text", text }] },
+      llm_message: {
+        role: "assistant",
+        content: [{ type: "text", text }],
+        ...(reasoning.reasoning_content ? { reasoning_content: reasoning.reasoning_content } : {}),
+        ...(reasoning.thinking_blocks?.length ? { thinking_blocks: reasoning.thinking_blocks } : {}),
+      },
       ...turn,
     }),
   action: (payload: ActionPayload) => draft("ActionEvent", "agent", payload),

@@ -135,6 +135,30 @@
     $("plan").hidden = tasks.length === 0;
   };
 
+  // The model's reasoning, folded: its text (reasoning_content), else its thinking blocks' text.
+  const reasoningOf = (reasoning, blocks) => {
+    const text =
+      reasoning ||
+      (Array.isArray(blocks) ? blocks : [])
+        .map((b) => (b && b.type === "thinking" ? b.thinking : b && b.type === "redacted_thinking" ? "(redacted)" : ""))
+        .filter(Boolean)
+        .join("\n\n");
+    if (!text) return null;
+    const d = el("details", "reasoning");
+    d.append(el("summary", "", "Reasoning"), el("pre", "", text));
+    return d;
+  };
+
+  // An LLM call waiting to be retried: "the model is rate-limited; retrying in 32 s".
+  const RETRY_WORD = {
+    rate_limited: "rate-limited",
+    overloaded: "overloaded",
+    server_error: "failing",
+    network: "unreachable",
+  };
+  const retryText = (v) =>
+    `the model is ${RETRY_WORD[v && v.reason] || "unavailable"}; retrying in ${Math.max(1, Math.round(Number(v && v.wait_seconds) || 0))} s`;
+
   const renderEvent = (ev) => {
     const box = el("article", `event ${ev.source || ""}`);
     box.dataset.kind = ev.kind;
@@ -143,6 +167,8 @@
     switch (ev.kind) {
       case "MessageEvent": {
         const m = ev.llm_message || {};
+        const reasoning = reasoningOf(m.reasoning_content, m.thinking_blocks);
+        if (reasoning) box.append(reasoning);
         box.append(el("div", "text", textOf(m.content)));
         break;
       }
@@ -152,6 +178,8 @@
         if (ev.security_risk || ev.summary) {
           box.append(el("div", "meta", `risk ${ev.security_risk || "UNKNOWN"} · ${ev.summary || ""}`));
         }
+        const reasoning = reasoningOf(ev.reasoning_content, ev.thinking_blocks);
+        if (reasoning) box.append(reasoning);
         const thought = textOf(ev.thought);
         if (thought) box.append(el("div", "text", thought));
         if (ev.tool_name === "terminal" || a.command_line || (a.kind === "TerminalAction" && a.command)) {
@@ -189,6 +217,11 @@
         box.append(el("div", "text", ev.error));
         break;
       case "ConversationStateUpdateEvent":
+        if (ev.key === "llm_retry") {
+          box.classList.add("retry");
+          box.append(el("div", "text", retryText(ev.value)));
+          break;
+        }
         box.append(
           el("div", "text", `${ev.key} → ${typeof ev.value === "string" ? ev.value : JSON.stringify(ev.value)}`),
         );
