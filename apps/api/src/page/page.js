@@ -157,7 +157,7 @@
     network: "unreachable",
   };
   const retryText = (v) =>
-    `the model is ${RETRY_WORD[v && v.reason] || "unavailable"}; retrying in ${Math.max(1, Math.round(Number(v && v.wait_seconds) || 0))} s`;
+    `the model is ${RETRY_WORD[v?.reason] || "unavailable"}; retrying in ${Math.max(1, Math.round(Number(v?.wait_seconds) || 0))} s`;
 
   const renderEvent = (ev) => {
     const box = el("article", `event ${ev.source || ""}`);
