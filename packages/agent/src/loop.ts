@@ -37,7 +37,7 @@ import { type CondensationReason, condensationReason } from "./condenser/plan.ts
 import { estimateTokens } from "./condenser/tokens.ts";
 import { viewOf } from "./condenser/view.ts";
 import { buildHistory } from "./history.ts";
-import { type PriceTable, priceOf } from "./llm/models.ts";
+import { type PriceTable, priceOf } from "./llm/prices.ts";
 import { chooseLlm, type LlmClientOptions, type LlmSettings, type UserLlmSettings } from "./llm/select.ts";
 import {
   type LlmClient,
@@ -460,7 +460,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     );
   };
 
-  const steps = async (llm: LlmClient, maxOutputTokens: number | null): Promise<RunOutcome> => {
+  const steps = async (llm: LlmClient): Promise<RunOutcome> => {
     // The tools the conversation's client named (agent-server API), else all of them.
     const named = context.tools;
     const builtInTools = named ? toolDefinitions.filter((t) => named.includes(t.name)) : toolDefinitions;
@@ -472,7 +472,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     )?.accumulated_cost;
     if (maxBudget && !price) log.warn({ model: llm.model }, "no price for the model: its budget cannot be held");
     const runStartSeq = (await events.lastRunStartSeq(conversationId)) ?? 0;
-    const limits = condenserLimits(llm.model, deps.settings, maxOutputTokens ?? undefined);
+    const limits = condenserLimits(llm.model, deps.settings, deps.llmOptions?.maxTokens);
     const stuckThresholds: StuckThresholds = {
       ...defaultStuckThresholds,
       monologue: deps.settings.AGENT_STUCK_MONOLOGUE ?? defaultStuckThresholds.monologue,
@@ -710,7 +710,7 @@ export const runAgent = async (deps: AgentRunDeps, conversationId: string, runId
     await deps.ensureSandboxRunning?.(conversation);
     mcp = await startMcpServers(deps, conversation, context, append, log);
     try {
-      return await steps(choice.client, choice.maxOutputTokens);
+      return await steps(choice.client);
     } catch (err) {
       // A full conversation ends the run with the reason; its closing events go past the cap.
       if (err instanceof EventLimitError) return await end("error", [agentError(err.message)]);

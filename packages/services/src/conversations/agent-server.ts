@@ -479,13 +479,34 @@ export const updateAgentServerSecrets = async (
 
 /** What a run takes from the agent its client named (the worker's side); null for other conversations. */
 export interface AgentServerRunContext {
-  llm: { model: string; baseUrl: string | null; apiKey: string | null };
+  /** `thinkingBudget`, `reasoningEffort`: the client's LLM's `extended_thinking_budget` and `reasoning_effort`. */
+  llm: {
+    model: string;
+    baseUrl: string | null;
+    apiKey: string | null;
+    thinkingBudget: number | null;
+    reasoningEffort: ReasoningEffortName | null;
+  };
   maxIterations: number;
   tools: string[];
   mcpConfig: McpConfig | null;
   /** The conversation's own secrets (none for a sealed value SECRETS_KEY no longer opens). */
   secrets: Record<string, string>;
 }
+
+const reasoningEffortNames = ["none", "minimal", "low", "medium", "high", "xhigh"] as const;
+type ReasoningEffortName = (typeof reasoningEffortNames)[number];
+
+/** How much the client's LLM reasons (OpenHands' LLM.extended_thinking_budget and reasoning_effort), if it said. */
+const clientReasoning = (agent: Record<string, unknown>) => {
+  const llm = (agent.llm ?? {}) as { extended_thinking_budget?: unknown; reasoning_effort?: unknown };
+  const budget = llm.extended_thinking_budget;
+  const effort = llm.reasoning_effort;
+  return {
+    thinkingBudget: typeof budget === "number" && Number.isInteger(budget) && budget >= 0 ? budget : null,
+    reasoningEffort: reasoningEffortNames.find((e) => e === effort) ?? null,
+  };
+};
 
 export const agentServerRunContext = async (
   deps: { db: ServiceDeps["db"]; secretBox: NonNullable<ServiceDeps["secretBox"]> },
@@ -513,6 +534,7 @@ export const agentServerRunContext = async (
         model: a.llmModel,
         baseUrl: a.llmBaseUrl,
         apiKey: open(a.sealedLlmApiKey, llmKeyContext(conversationId), "llm_api_key", (s) => s),
+        ...clientReasoning(a.agent),
       },
       maxIterations: a.maxIterations,
       tools: a.tools,
