@@ -15,7 +15,7 @@ export interface ModelPrice {
  * - `builtin`: the model always reasons and takes no parameter for it (DeepSeek's reasoner);
  * - `none`: no reasoning to ask for.
  */
-export type ReasoningKind = "thinking" | "effort" | "builtin" | "none";
+type ReasoningKind = "thinking" | "effort" | "builtin" | "none";
 
 /** Whose model it is: Gemini and DeepSeek are reached through their OpenAI-compatible endpoints. */
 export type ModelVendor = "anthropic" | "openai" | "gemini" | "deepseek";
@@ -151,7 +151,7 @@ export const unknownModelFacts: Omit<ModelFacts, "vendor" | "contextWindow"> = {
 const SNAPSHOT_SUFFIX = /^(\d{4}-?\d{2}-?\d{2}|\d{4}|v\d[\w.-]*|latest|preview[\w.-]*|exp[\w.-]*)$/i;
 
 /** A model name without its provider prefix (`openai/`, `anthropic/`, `gemini/`, `deepseek/`, `models/`). */
-export const bareModelName = (model: string): string =>
+const bareModelName = (model: string): string =>
   model.trim().replace(/^(openai|anthropic|gemini|google|deepseek|models)\//i, "");
 
 /**
