@@ -6,7 +6,13 @@ import { engineStorage } from "./engine-storage.ts";
 
 /** What every section gets: the run's size and the clients it shares. */
 export interface BenchContext {
+  /** Small sizes: `--quick`, and the CI gate's `--gate`. */
   quick: boolean;
+  /**
+   * `--gate`: only the rows the CI speed gate compares with their floors, each small (bench/test/gate.test.ts);
+   * no bursts, steady rates or throughput.
+   */
+  gate: boolean;
   /** The driver the service uses, on the test network: cleanup by label. */
   sandboxes: SandboxDriver;
   /** Docker below the driver: the floor every start row is measured against. */
@@ -27,10 +33,11 @@ interface RssSamples {
   worker: { idle: number[]; load: number[] };
 }
 
-export const createContext = (quick: boolean): BenchContext => {
+export const createContext = (quick: boolean, gate = false): BenchContext => {
   const started = Date.now();
   return {
-    quick,
+    quick: quick || gate,
+    gate,
     sandboxes: testSandboxDriver(),
     floor: createDockerProbe(dockerEngineFromEnv(process.env)),
     storage: engineStorage(),

@@ -8,7 +8,7 @@
 import { createContext } from "../context.ts";
 import { removeBenchContainers } from "../raw-docker.ts";
 import { readyEnvironment } from "../rows/ready/environment.ts";
-import { rawRepoStartOnce } from "../rows/ready/floors.ts";
+import { coldImage, rawRepoStartOnce } from "../rows/ready/floors.ts";
 import { sequentialStarts, stageMedians } from "../rows/ready/outcomes.ts";
 import { buildServices } from "../services.ts";
 import { summarize } from "../stats.ts";
@@ -21,13 +21,14 @@ const d = await env.deployment(1, 0);
 try {
   const cloneUrl = `${env.git.url}/bench/app.git`;
   await d.startOne({ title: "warm-up", selected_repository: "bench/app" });
+  const image = await coldImage(ctx);
   const run = await sequentialStarts(
     ctx,
     d,
     n,
     () => ({ title: "bench", selected_repository: "bench/app", fresh: true }),
     Number(process.env.PAUSE_MS ?? 0),
-    (i) => rawRepoStartOnce(ctx, i, env.network, cloneUrl),
+    (i) => rawRepoStartOnce(ctx, i, env.network, cloneUrl, image),
   );
   const client = summarize(run.outcomes.map((o) => o.clientMs));
   const server = summarize(run.outcomes.map((o) => o.serverMs));

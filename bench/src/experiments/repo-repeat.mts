@@ -9,7 +9,7 @@ import { SandboxLabel } from "@tern/sandbox";
 import { createContext } from "../context.ts";
 import { removeBenchContainers } from "../raw-docker.ts";
 import { readyEnvironment } from "../rows/ready/environment.ts";
-import { rawStartOnce } from "../rows/ready/floors.ts";
+import { coldImage, rawStartOnce } from "../rows/ready/floors.ts";
 import { sequentialStarts, stageMedians } from "../rows/ready/outcomes.ts";
 import { buildServices } from "../services.ts";
 import { summarize } from "../stats.ts";
@@ -22,13 +22,14 @@ const d = await env.deployment(1, 0);
 try {
   // Makes the snapshot the repeat starts begin from.
   await d.startOne({ title: "warm-up", selected_repository: "bench/app" });
+  const image = await coldImage(ctx);
   const run = await sequentialStarts(
     ctx,
     d,
     n,
     () => ({ title: "bench", selected_repository: "bench/app" }),
     Number(process.env.PAUSE_MS ?? 0),
-    (i) => rawStartOnce(ctx, i, env.network),
+    (i) => rawStartOnce(ctx, i, env.network, image),
   );
   const client = summarize(run.outcomes.map((o) => o.clientMs));
   const server = summarize(run.outcomes.map((o) => o.serverMs));

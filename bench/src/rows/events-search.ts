@@ -8,7 +8,7 @@ import { ensureEventsDataset, FULL_DATASET, QUICK_DATASET } from "../events-db.t
 import { sampleRss } from "../load.ts";
 import { type BenchRow, row } from "../report.ts";
 import { createKey, spawnApi } from "../services.ts";
-import { summarize } from "../stats.ts";
+import { summarize, tailKeys, tailText } from "../stats.ts";
 
 interface Scenario {
   id: string;
@@ -140,7 +140,7 @@ export const eventsSearchRows = async (
       const r = summarize(rawMs);
       const http = summarize(httpMs);
       ctx.progress(
-        `events search ${s.id}: API p50 ${a.p50.toFixed(2)} p99 ${a.p99.toFixed(2)} ms; raw p50 ${r.p50.toFixed(2)} p99 ${r.p99.toFixed(2)} ms; bare HTTP p50 ${http.p50.toFixed(2)} ms`,
+        `events search ${s.id}: API p50 ${a.p50.toFixed(2)} ms, ${tailText(a)}; raw p50 ${r.p50.toFixed(2)} ms, ${tailText(r)}; bare HTTP p50 ${http.p50.toFixed(2)} ms`,
       );
       const detail = {
         api: a,
@@ -164,7 +164,7 @@ export const eventsSearchRows = async (
           maxRatio: 1.25,
           detail: { api: a, raw: r, bareHttp: http },
         }),
-        ...(["p50", "p99"] as const).map((p) =>
+        ...(["p50", ...tailKeys(a, false)] as const).map((p) =>
           row({
             id: `search.${s.id}.${p}`,
             label: `events search ${s.label} ${p}`,
@@ -173,7 +173,8 @@ export const eventsSearchRows = async (
             floor: r[p],
             floorLabel: "raw SQL",
             ...(p === "p99" ? { absolute: 10 } : {}),
-            maxRatio: 1.5,
+            // Against raw SQL alone, the older target; a single sample (the maximum) carries none.
+            ...(p === "max" ? {} : { maxRatio: 1.5 }),
             detail,
           }),
         ),

@@ -2,7 +2,7 @@ import type { BenchContext } from "../context.ts";
 import type { BenchRow } from "../report.ts";
 import { coldRows, coldStarts, overheadRow } from "./ready/cold.ts";
 import { readyEnvironment } from "./ready/environment.ts";
-import { POOL_SIZE, poolRows } from "./ready/pool.ts";
+import { poolRows } from "./ready/pool.ts";
 import { repoRows } from "./ready/repo.ts";
 import { throughputRow } from "./ready/throughput.ts";
 
@@ -19,7 +19,9 @@ export const readyRows = async (ctx: BenchContext): Promise<BenchRow[]> => {
     const rows = await poolRows(ctx, env, cold.floor);
     rows.push(...coldRows(ctx, cold));
     rows.push(...(await repoRows(ctx, env)));
-    for (const workers of [1, 2]) rows.push(await throughputRow(ctx, env, workers, POOL_SIZE));
+    if (ctx.gate) return rows;
+    // No pool: every start of the burst makes its container, as every one of the floor's does.
+    for (const workers of [1, 2]) rows.push(await throughputRow(ctx, env, workers, 0));
     rows.push(overheadRow(cold));
     return rows;
   } finally {

@@ -46,7 +46,8 @@ export const readyEnvironment = async (ctx: BenchContext): Promise<ReadyEnvironm
   const db = await createTestDatabase();
   const prefixes: string[] = [];
   return {
-    n: ctx.quick ? 5 : 50,
+    // The gate compares medians: a few more samples than a quick run's steady them.
+    n: ctx.gate ? 8 : ctx.quick ? 5 : 50,
     network,
     git,
     deployment: async (workers, poolSize, env = {}) => {

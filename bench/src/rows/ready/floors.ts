@@ -1,11 +1,16 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import type { BenchContext } from "../../context.ts";
 import { createAndStart, removeBenchContainers } from "../../raw-docker.ts";
 import { since } from "../../stats.ts";
 
 /** A raw container of the bench (named for its `kind` and the run), created and started on Docker directly. */
-const rawContainer = (ctx: BenchContext, kind: string, suffix: string, network: string) =>
+const rawContainer = (ctx: BenchContext, kind: string, suffix: string, network: string, image = ctx.image) =>
   createAndStart(ctx.floor, {
-    image: ctx.image,
+    image,
     name: `tern-bench-${kind}-${ctx.runId}-${suffix}`,
     runId: ctx.runId,
     network,
@@ -19,10 +24,29 @@ const rawStartedContainer = async (ctx: BenchContext, kind: string, suffix: stri
   return c;
 };
 
-/** One floor sample of a plain start: raw Docker create + start + one exec (ms); removed afterwards. */
-export const rawStartOnce = async (ctx: BenchContext, i: number, network: string): Promise<number> => {
+/**
+ * The image a cold start makes its sandbox from: the empty-workspace image the workers made of the
+ * sandbox image (the oldest, as they settle on it), else the sandbox image itself. Looked up after the
+ * deployment's first start, which makes it.
+ */
+export const coldImage = async (ctx: BenchContext): Promise<string> => {
+  const made =
+    (await ctx.sandboxes.listImages?.({ "tern.workspace_image": "1", "tern.workspace_base": ctx.image })) ?? [];
+  const baseId = await ctx.sandboxes.imageId?.(ctx.image);
+  const mine = made
+    .filter((i) => i.labels["tern.workspace_base_id"] === baseId)
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.image.localeCompare(b.image))[0];
+  return mine?.image ?? ctx.image;
+};
+
+/**
+ * One floor sample of a cold start: raw Docker create + start of `image` (ms), what the service's
+ * cold start does on the engine (it runs no exec: its image has the empty workspace in it); removed
+ * afterwards.
+ */
+export const rawStartOnce = async (ctx: BenchContext, i: number, network: string, image: string): Promise<number> => {
   const t = performance.now();
-  const c = await rawStartedContainer(ctx, "raw", String(i), network);
+  const c = await rawContainer(ctx, "raw", String(i), network, image);
   const ms = since(t);
   await c.remove();
   return ms;
@@ -54,22 +78,46 @@ export const rawThroughput = async (
   return spanMs;
 };
 
+const execFileAsync = promisify(execFile);
+
+/** The tree of a clone made on the host, as a tar (what the worker sends into the sandbox). */
+const hostClone = async (cloneUrl: string): Promise<Buffer> => {
+  const dir = await mkdtemp(join(tmpdir(), "tern-bench-clone-"));
+  try {
+    await execFileAsync("git", ["clone", "--quiet", cloneUrl, join(dir, "repo")]);
+    const tar = await execFileAsync("tar", ["-c", "-f", "-", "-C", join(dir, "repo"), "."], {
+      encoding: "buffer",
+      maxBuffer: 256 * 1024 * 1024,
+    });
+    return tar.stdout;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+};
+
 /**
- * One floor sample of a start with a repository: raw container + git clone + sh setup.sh + the hook's copy and
- * the skills' read, on Docker directly (ms).
+ * One floor sample of a first start with a repository, in the service's order (ms): the clone on the
+ * host beside the container's create and start; then one exec that unpacks the tree sent on its stdin
+ * and runs the setup script; then the hook's copy and the skills' read, one exec each.
  */
 export const rawRepoStartOnce = async (
   ctx: BenchContext,
   i: number,
   network: string,
   cloneUrl: string,
+  image: string,
 ): Promise<number> => {
   const t = performance.now();
-  const c = await rawContainer(ctx, "rawrepo", String(i), network);
-  const clone = await c.exec(["git", "clone", "--quiet", cloneUrl, "/workspace/repo"], { user: "agent" });
-  if (clone.exitCode !== 0) throw new Error(`raw clone exited ${clone.exitCode}: ${clone.output}`);
-  const setup = await c.exec(["sh", ".openhands/setup.sh"], { user: "agent", cwd: "/workspace/repo" });
-  if (setup.exitCode !== 0) throw new Error(`raw setup exited ${setup.exitCode}: ${setup.output}`);
+  const [c, tree] = await Promise.all([rawContainer(ctx, "rawrepo", String(i), network, image), hostClone(cloneUrl)]);
+  const setup = await c.exec(
+    [
+      "sh",
+      "-c",
+      "mkdir -p /workspace/repo && tar -x -f - -C /workspace/repo && cd /workspace/repo && sh .openhands/setup.sh",
+    ],
+    { user: "agent", stdin: tree },
+  );
+  if (setup.exitCode !== 0) throw new Error(`raw placement and setup exited ${setup.exitCode}: ${setup.output}`);
   // The service's hook and skill stages are one exec each: so are the floor's.
   const hook = await c.exec(["cp", ".openhands/pre-commit.sh", ".git/hooks/pre-commit"], {
     user: "agent",

@@ -7,7 +7,7 @@ import { rawThroughput } from "./floors.ts";
 import { fromPool, removeAll, stageMedians } from "./outcomes.ts";
 
 /**
- * Throughput: bursts of starts against `workers` worker processes (default pool and concurrency). Its
+ * Throughput: bursts of starts against `workers` worker processes (empty pool, default concurrency). Its
  * floor, the engine's own ceiling on this machine with as many raw starts in flight as 2
  * workers run (2 × WORKER_CONCURRENCY 4), is interleaved: a raw burst of the same size right
  * before each of the service's, so both see the same load even as it drifts.
@@ -26,7 +26,7 @@ export const throughputRow = async (
     const spans: number[] = [];
     const outcomes: StartOutcome[] = [];
     for (let round = 0; round < rounds; round++) {
-      await d.waitWarm(ctx.sandboxes, workers * poolSize);
+      if (poolSize > 0) await d.waitWarm(ctx.sandboxes, workers * poolSize);
       rawSpans.push(await rawThroughput(ctx, burst, 8, env.network, round));
       const sampler = setInterval(() => {
         void d.workerRss().then(
@@ -69,7 +69,9 @@ export const throughputRow = async (
         rawSpansMs: rawSpans,
         stages: stageMedians(outcomes),
         queuedAndOverhead,
+        // Starts a pool served make no container: none with an empty pool, and none may count.
         fromPool: fromPool(outcomes),
+        poolSize,
       },
     });
   } finally {

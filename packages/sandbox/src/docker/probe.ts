@@ -8,7 +8,10 @@ import { createDockerClient, type DockerEngine } from "./engine.ts";
 /** A container started outside the driver, for the bench's floor. */
 export interface RawContainer {
   /** Runs `cmd` and waits for its exit: one exec, with none of the driver's time limit or output caps. */
-  exec(cmd: string[], opts?: { user?: string; cwd?: string }): Promise<{ exitCode: number | null; output: string }>;
+  exec(
+    cmd: string[],
+    opts?: { user?: string; cwd?: string; stdin?: Buffer },
+  ): Promise<{ exitCode: number | null; output: string }>;
   remove(): Promise<void>;
 }
 
@@ -46,16 +49,19 @@ export interface DockerProbe {
 const rawExec = async (
   container: Docker.Container,
   cmd: string[],
-  opts: { user?: string; cwd?: string } = {},
+  opts: { user?: string; cwd?: string; stdin?: Buffer } = {},
 ): Promise<{ exitCode: number | null; output: string }> => {
   const exec = await container.exec({
     Cmd: cmd,
+    ...(opts.stdin ? { AttachStdin: true } : {}),
     AttachStdout: true,
     AttachStderr: true,
     ...(opts.user ? { User: opts.user } : {}),
     ...(opts.cwd ? { WorkingDir: opts.cwd } : {}),
   });
-  const stream = await exec.start({ hijack: true, stdin: false });
+  const stream = await exec.start({ hijack: true, stdin: opts.stdin !== undefined });
+  // Half-closed after the bytes, so the command reads its end of input.
+  if (opts.stdin) stream.end(opts.stdin);
   const chunks: Buffer[] = [];
   stream.on("data", (c: Buffer) => chunks.push(c));
   await new Promise<void>((resolve, reject) => {
