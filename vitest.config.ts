@@ -13,10 +13,10 @@ if (process.env.VITEST && !process.env.TERN_TEST_TIME_SCALE) {
 /**
  * The files that take minutes start first, so two workers end together. Vitest orders by the last
  * run's durations, but a clean checkout (CI) has none and falls back to file size, which would start
- * the bench's quick run (a small file, five minutes of work) near the end.
+ * the bench's speed gate (a small file, a minute or more of work) near the end.
  */
 const LONGEST_FIRST = [
-  "bench/test/quick.test.ts",
+  "bench/test/gate.test.ts",
   "apps/worker/test/warm-pool.test.ts",
   "apps/api/test/start-script.test.ts",
   "apps/worker/test/two-engines.test.ts",

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -23,6 +23,9 @@ import { streamRows } from "./rows/stream.ts";
 import { terminalRows } from "./rows/terminal.ts";
 import { buildServices } from "./services.ts";
 
+/** The sections of `--gate`: those holding the rows the CI speed gate compares with their floors. */
+const GATE_SECTIONS = new Set(["ready", "append", "search", "get", "terminal", "agent-bash"]);
+
 /** Sections in run order; RSS last, as it reports what the others sampled. */
 const sections: { name: string; run: (ctx: BenchContext) => Promise<BenchRow[]> | BenchRow[] }[] = [
   { name: "ready", run: readyRows },
@@ -43,6 +46,10 @@ const { values } = parseArgs({
   args: process.argv.slice(2),
   options: {
     quick: { type: "boolean", default: false },
+    /** The CI speed gate's rows only, small (bench/test/gate.test.ts). */
+    gate: { type: "boolean", default: false },
+    /** One of the three runs of a run of record (`pnpm bench:record`): its id, kept in the results. */
+    record: { type: "string" },
     only: { type: "string", multiple: true },
     out: { type: "string" },
     /** Also write the report as a self-contained HTML page (charts in inline SVG) beside the JSON. */
@@ -77,14 +84,18 @@ const main = async () => {
   }
   await removeStaleTestNetworks();
   buildServices();
-  const ctx = createContext(values.quick ?? false);
+  const ctx = createContext(values.quick ?? false, values.gate ?? false);
   const startedAt = new Date().toISOString();
+  // The machine's load average beside the numbers: on a shared machine it says how loaded the run was.
+  const load: number[] = [loadavg()[0] ?? 0];
+  const loadSampler = setInterval(() => load.push(loadavg()[0] ?? 0), 15_000);
   const rows: BenchRow[] = [];
   const failures: BenchResult["failures"] = [];
   const only = values.only && values.only.length > 0 ? new Set(values.only) : null;
   try {
     for (const s of sections) {
       if (only && !only.has(s.name)) continue;
+      if (ctx.gate && !GATE_SECTIONS.has(s.name)) continue;
       ctx.progress(`${s.name}…`);
       try {
         rows.push(...(await s.run(ctx)));
@@ -95,6 +106,7 @@ const main = async () => {
       }
     }
   } finally {
+    clearInterval(loadSampler);
     await removeBenchContainers(ctx.sandboxes, ctx.runId);
     await removeOwnTestNetwork();
   }
@@ -102,6 +114,8 @@ const main = async () => {
     startedAt,
     finishedAt: new Date().toISOString(),
     quick: ctx.quick,
+    ...(ctx.gate ? { gate: true } : {}),
+    ...(values.record ? { record: values.record } : {}),
     machine: {
       cpus: cpus().length,
       memoryGiB: Math.round(totalmem() / 2 ** 30),
@@ -109,6 +123,7 @@ const main = async () => {
       docker: versionOf("docker", ["version", "--format", "{{.Server.Version}}"]),
       dockerStorage: ctx.storage,
       postgres: versionOf("psql", ["--version"]),
+      load: { min: Math.min(...load), mean: load.reduce((a, b) => a + b, 0) / load.length, max: Math.max(...load) },
     },
     rows,
     failures,

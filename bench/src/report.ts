@@ -104,6 +104,10 @@ export interface BenchResult {
   startedAt: string;
   finishedAt: string;
   quick: boolean;
+  /** A `--gate` run: the CI speed gate's rows only. */
+  gate?: boolean;
+  /** The run of record this run is one of (`pnpm bench:record`, three full runs). */
+  record?: string;
   machine: {
     cpus: number;
     memoryGiB: number;
@@ -112,6 +116,8 @@ export interface BenchResult {
     /** The main engine's storage driver (engineStorage). */
     dockerStorage?: string;
     postgres: string | null;
+    /** 1-minute load average, sampled every 15 s through the run (the machine may be shared). */
+    load?: { min: number; mean: number; max: number };
   };
   rows: BenchRow[];
   /** Rows (sections) that failed to run, with the error: the table still prints the rest. */
@@ -125,7 +131,7 @@ export interface BenchResult {
 export const writeResult = async (dir: string, result: BenchResult): Promise<string> => {
   await mkdir(dir, { recursive: true });
   const stamp = `${result.startedAt.slice(0, 19).replace(/:/g, "-")}Z`;
-  const file = join(dir, `${stamp}${result.quick ? "-quick" : ""}.json`);
+  const file = join(dir, `${stamp}${result.gate ? "-gate" : result.quick ? "-quick" : ""}.json`);
   await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
   return file;
 };

@@ -18,7 +18,7 @@ const rank = (sorted: number[], p: number): number => {
 };
 
 /** The fewest samples a p99 is given from; below, a row shows p95 and the maximum. */
-export const P99_MIN_SAMPLES = 200;
+const P99_MIN_SAMPLES = 200;
 
 export type TailKey = "p95" | "p99" | "max";
 

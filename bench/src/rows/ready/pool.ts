@@ -24,7 +24,7 @@ const POOL_MAX = 12;
 const WARM_SAMPLES = { full: 200, quick: 20 } as const;
 
 /** SANDBOX_POOL_SIZE of the pool rows (and of each worker in the throughput rows). */
-export const POOL_SIZE = 2;
+const POOL_SIZE = 2;
 
 interface SteadyRun {
   perSec: number;
