@@ -12,6 +12,14 @@ bash scripts/lib/ensure-pnpm.sh
 # filesystem, the fastest to create containers on); the worker holds sandboxes to SANDBOX_DISK_MB
 # there by watching them. TERN_DOCKER_XFS=1 opts into a data root with quotas instead (hard
 # limits, slower container creation: see the README). An engine already running is left as it is.
+# TERN_DOCKER_USERNS=1 runs the sandboxes on an engine of their own with userns-remap
+# (scripts/lib/ensure-engine.sh, engine TERN_DOCKER_USERNS_ENGINE), where a sandbox's root is an
+# unprivileged host uid and the worker gives its user sudo: see the README, "Root in sandboxes".
+if [ "${TERN_DOCKER_USERNS:-}" = 1 ]; then
+  [ -z "${DOCKER_HOST:-}" ] || { log "TERN_DOCKER_USERNS=1 starts an engine of its own: unset DOCKER_HOST"; exit 1; }
+  DOCKER_HOST="$(bash scripts/lib/ensure-engine.sh "${TERN_DOCKER_USERNS_ENGINE:-40}")"
+  export DOCKER_HOST
+fi
 bash scripts/lib/ensure-all.sh
 # Compiled JavaScript only at run time (no TypeScript loader): packages resolve to their dist/
 # under the tern-dist condition.

@@ -32,6 +32,12 @@
 # missing), with --network=host: its own network stack does not start on this machine. Once
 # registered it stays registered (a later call without TERN_RUNSC does not restart the engine).
 #
+# TERN_DOCKER_USERNS=1: the engine runs with userns-remap ("default": dockerd makes the user dockremap
+# and its subordinate uid/gid range), so a container's root is an unprivileged uid of the host; the
+# worker then gives its sandboxes sudo (SANDBOX_SUDO=auto). It is chosen when the engine starts and kept
+# (recorded in its config): an engine running without it is not changed, stop it first. Its images live
+# under a data root of their own (DATA_ROOT/<uid>.<gid>), so the sandbox image is copied in again.
+#
 # Idempotent and safe to run concurrently; logs (stderr, prefixed [tern]) only when it does work.
 set -euo pipefail
 # shellcheck source=common.sh
@@ -138,19 +144,29 @@ want_runsc() {
   [ "${TERN_RUNSC:-}" = 1 ] || grep -q '"runsc"' "$CONFIG" 2>/dev/null
 }
 
+# userns-remap is kept once the engine was started with it (never dropped silently).
+want_userns() {
+  [ "${TERN_DOCKER_USERNS:-}" = 1 ] || grep -q '"userns-remap"' "$CONFIG" 2>/dev/null
+}
+runs_userns() {
+  DOCKER_HOST="$HOST" timeout 15 docker info --format '{{json .SecurityOptions}}' 2>/dev/null | grep -q 'name=userns'
+}
+
 write_config() {
-  local runtimes='{}'
+  local runtimes='{}' userns='{}'
+  want_userns && userns='{"userns-remap": "default"}'
   if want_runsc; then
     have runsc || apt_install runsc
     runtimes="$(jq -n --arg path "$(command -v runsc)" '{runsc: {path: $path, runtimeArgs: ["--network=host"]}}')"
   fi
   mkdir -p "$(dirname "$CONFIG")"
   jq -n --arg host "$HOST" --arg pid "$PID_FILE" --arg data "$DATA_ROOT" --arg exec "$EXEC_ROOT" \
-    --arg bridge "$BRIDGE" --arg pool "$POOL" --arg driver "$STORAGE_DRIVER" --argjson runtimes "$runtimes" '{
+    --arg bridge "$BRIDGE" --arg pool "$POOL" --arg driver "$STORAGE_DRIVER" --argjson runtimes "$runtimes" \
+    --argjson userns "$userns" '{
       hosts: [$host], pidfile: $pid, "data-root": $data, "exec-root": $exec,
       bridge: $bridge, "default-address-pools": [{base: $pool, size: 24}],
       iptables: false, "ip-masq": false, "storage-driver": $driver, runtimes: $runtimes
-    }' >"$CONFIG.new"
+    } + $userns' >"$CONFIG.new"
 }
 
 stop_engine() {
@@ -193,6 +209,10 @@ ensure_rules
 write_config
 
 pid="$(engine_pid || true)"
+if [ -n "$pid" ] && want_userns && answers && ! runs_userns; then
+  rm -f "$CONFIG.new"
+  die "engine $N runs without userns-remap; stop it (ensure-engine.sh $N stop) and start it with TERN_DOCKER_USERNS=1"
+fi
 if [ -n "$pid" ] && ! cmp -s "$CONFIG" "$CONFIG.new"; then
   # Only runtimes are added to a running engine's config, and dockerd reloads them on SIGHUP.
   mv "$CONFIG.new" "$CONFIG"
@@ -206,7 +226,8 @@ if [ -z "$pid" ]; then
   # A dockerd that finds its default bridge network in its store deletes it at start as stale, and
   # with it the host's docker0, which is the main engine's bridge. Each start of engine N therefore
   # begins with an empty network store (networks are re-created by whoever needs them).
-  rm -f "$DATA_ROOT/network/files/local-kv.db"
+  # (With userns-remap the store is under DATA_ROOT/<uid>.<gid>.)
+  rm -f "$DATA_ROOT/network/files/local-kv.db" "$DATA_ROOT"/[0-9]*.[0-9]*/network/files/local-kv.db
   # dockerd refuses a pid file that names a live process, whichever it is; ours is not running.
   rm -f "$PID_FILE"
   clear_stale_containerd_pid "$EXEC_ROOT"

@@ -218,6 +218,12 @@ const start = async ({ config, logger, shutdown }: ServiceContext<ReturnType<typ
       }
       healthMetrics.sandboxDiskLimitBytes.set((now.disk.limitMb ?? 0) * 1024 * 1024);
       healthMetrics.egressUnresolvedNames.set(now.egress?.unresolved.length ?? 0);
+      // One series, the mode in force (it is fixed for the worker's life).
+      healthMetrics.sandboxRootMode.reset();
+      healthMetrics.sandboxRootMode.set(
+        { mode: now.root.mode, safety: now.root.safety ?? "none", forced: String(now.root.forced) },
+        1,
+      );
     }
     metrics.poolSize.set(warmPool.available());
     metrics.poolTarget.set(warmPool.target());

@@ -15,6 +15,14 @@ export const healthMetrics = {
     labelNames: ["mode"] as const,
     registers,
   }),
+  sandboxRootMode: new Gauge({
+    name: "tern_sandbox_root_mode",
+    help:
+      "Root in this worker's sandboxes: sudo (an engine that maps root to an unprivileged user, gVisor, or forced) " +
+      "or none; safety says what makes root safe (userns-remap, rootless, runsc, or none), forced is SANDBOX_SUDO=force",
+    labelNames: ["mode", "safety", "forced"] as const,
+    registers,
+  }),
   sandboxDiskLimitBytes: new Gauge({
     name: "tern_sandbox_disk_limit_bytes",
     help: "Each sandbox's disk limit (0: none)",

@@ -10,6 +10,7 @@ describe("sandbox containment settings", () => {
   it("asks for a disk limit and public egress by default, with no rule (and no name to resolve) for the git hosts", () => {
     expect(sandboxContainmentOf(settings({}), [{ host: "github.com", port: 443 }])).toEqual({
       diskMb: 10240,
+      sudo: "auto",
       egress: { mode: "public", services: [], allow: [], refreshMs: 60_000 },
     });
   });
@@ -24,7 +25,9 @@ describe("sandbox containment settings", () => {
 
   it("leaves out what the operator opted out of by name, and adds the runtime asked for", () => {
     const env = { SANDBOX_DISK_ENFORCE: "false", SANDBOX_EGRESS_ENFORCE: "false", SANDBOX_RUNTIME: "runsc" };
-    expect(sandboxContainmentOf(settings(env))).toEqual({ runtime: "runsc" });
+    expect(sandboxContainmentOf(settings(env))).toEqual({ runtime: "runsc", sudo: "auto" });
+    expect(sandboxContainmentOf(settings({ SANDBOX_SUDO: "force" })).sudo).toBe("force");
+    expect(() => settings({ SANDBOX_SUDO: "yes" })).toThrow();
     expect(settings({ SANDBOX_EGRESS_ALLOW: " 10.1.0.0/16, mirror.example " }).SANDBOX_EGRESS_ALLOW).toEqual([
       "10.1.0.0/16",
       "mirror.example",

@@ -73,6 +73,12 @@ export const sandboxConfigFields = {
       .regex(/^[A-Za-z0-9_.-]{1,64}$/)
       .optional(),
   ),
+  /**
+   * sudo for the sandbox's user: `auto`, only on engines that map root to an unprivileged user
+   * (userns-remap, rootless Docker) or under gVisor (SANDBOX_RUNTIME=runsc); `force`, on any engine
+   * (a sandbox's root is then the host's root, capabilities aside; logged loudly); `off`, nowhere.
+   */
+  SANDBOX_SUDO: z.enum(["auto", "force", "off"]).default("auto"),
   /** What a sandbox reaches besides the git hosts and DNS: nothing, the public internet, or SANDBOX_EGRESS_ALLOW only. */
   SANDBOX_EGRESS: z.enum(["none", "public", "allowlist"]).default("public"),
   /**
@@ -101,6 +107,7 @@ export const sandboxContainmentOf = (
 ): SandboxContainment => ({
   ...(settings.SANDBOX_DISK_ENFORCE ? { diskMb: settings.SANDBOX_DISK_MB } : {}),
   ...(settings.SANDBOX_RUNTIME ? { runtime: settings.SANDBOX_RUNTIME } : {}),
+  sudo: settings.SANDBOX_SUDO,
   ...(settings.SANDBOX_EGRESS_ENFORCE
     ? {
         egress: {

@@ -91,6 +91,32 @@ export interface SandboxContainment {
   /** The runtime sandboxes run under (a spec's own `runtime` wins). */
   runtime?: string;
   egress?: SandboxEgress;
+  /**
+   * Root for the sandbox's user (`sudo`): `auto`, only where the backend's root is no host root
+   * (see RootState); `force`, everywhere (the operator's explicit choice); `off`, nowhere. Unset: off.
+   */
+  sudo?: SudoSetting;
+}
+
+export type SudoSetting = "auto" | "force" | "off";
+
+/**
+ * What makes root inside a sandbox safe: the engine maps a container's root to an unprivileged host
+ * uid (`userns-remap`, `rootless`), or the sandbox runs under gVisor (`runsc`), whose kernel is not
+ * the host's.
+ */
+export type RootSafety = "userns-remap" | "rootless" | "runsc";
+
+/**
+ * Whether sandboxes' user has sudo (`sudo`: root inside, with the capabilities package installs
+ * need) or not (`none`: no capability, no privilege gain), and why.
+ */
+export interface RootState {
+  mode: "sudo" | "none";
+  /** What makes root safe on this backend for its default runtime; null: nothing does. */
+  safety: RootSafety | null;
+  /** sudo where nothing makes root safe: SANDBOX_SUDO=force. */
+  forced: boolean;
 }
 
 /**
@@ -135,7 +161,27 @@ export interface ContainmentState {
     /** When the names were last resolved (ISO 8601). */
     refreshedAt: string;
   } | null;
+  /** Root in sandboxes of the default runtime (a spec with a runtime of its own may differ). */
+  root: RootState;
 }
+
+/** Where the operator reads what each root mode isolates. */
+export const ROOT_MODES_DOC = 'the README, "Root in sandboxes"';
+
+/**
+ * Why a command's `sudo` failed, in words for the start's error, when its output shows sudo refused
+ * by the kernel's no-new-privileges (a sandbox without root); null when it shows no such refusal.
+ */
+export const sudoRefusalOf = (output: string, root: RootState | undefined): string | null => {
+  if (!/sudo: .*"?no new privileges"? flag/i.test(output)) return null;
+  if (root?.safety && root.mode === "none") {
+    return `sudo is turned off for this worker's sandboxes (SANDBOX_SUDO=off); see ${ROOT_MODES_DOC}`;
+  }
+  return (
+    "sudo: this engine does not map root to an unprivileged user; see " +
+    `${ROOT_MODES_DOC} (userns-remap, rootless Docker, SANDBOX_RUNTIME=runsc)`
+  );
+};
 
 /** A part of the containment the backend cannot provide; `prepare` refuses to go on. */
 export class ContainmentError extends Error {

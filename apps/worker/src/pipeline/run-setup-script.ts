@@ -1,5 +1,6 @@
 import { RepositoryFaultError } from "@tern/core";
 import { startTasksRepository } from "@tern/db";
+import { sudoRefusalOf } from "@tern/sandbox";
 import { type AcquiredSandbox, LostOwnership, lastLines, type StartContext, type Workspace } from "./context.ts";
 import {
   handOverClone,
@@ -154,7 +155,11 @@ ${RUN_SCRIPT}`,
   const tail = lastLines(output);
   const said = tail ? `; last output:\n${tail}` : "";
   if (r.timedOut) throw new RepositoryFaultError(`${SETUP_SCRIPT} did not finish within ${limitSeconds} s${said}`);
-  if (r.exitCode !== 0) throw new RepositoryFaultError(`${SETUP_SCRIPT} exited with code ${r.exitCode}${said}`);
+  if (r.exitCode !== 0) {
+    // A script that needs root, in a sandbox that has none: say why, and where the way out is.
+    const why = sudoRefusalOf(output, deps.sandboxes.containmentState?.().root);
+    throw new RepositoryFaultError(`${SETUP_SCRIPT} exited with code ${r.exitCode}${why ? `; ${why}` : ""}${said}`);
+  }
   ctx.log.info({ ms: r.durationMs }, "setup script done");
   return { ran: true, output };
 };

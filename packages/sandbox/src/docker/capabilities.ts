@@ -53,3 +53,29 @@ export const engineRuntimes = async (docker: Docker): Promise<string[]> => {
   const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
   return Object.keys(info.Runtimes ?? {});
 };
+
+/**
+ * What the engine itself does to a container's root: `userns-remap` or `rootless` map it to an
+ * unprivileged host uid (`docker info`'s SecurityOptions: "name=userns", "name=rootless"); null:
+ * a container's root is the host's (capabilities and seccomp aside).
+ */
+export const engineRootMapping = async (docker: Docker): Promise<"userns-remap" | "rootless" | null> => {
+  const info = (await docker.info()) as { SecurityOptions?: string[] };
+  const names = (info.SecurityOptions ?? []).flatMap((opt) =>
+    opt
+      .split(",")
+      .filter((kv) => kv.startsWith("name="))
+      .map((kv) => kv.slice("name=".length)),
+  );
+  if (names.includes("rootless")) return "rootless";
+  if (names.includes("userns")) return "userns-remap";
+  return null;
+};
+
+/** Runtimes that are gVisor: named runsc, or registered with a runsc binary under another name. */
+export const gvisorRuntimes = async (docker: Docker): Promise<string[]> => {
+  const info = (await docker.info()) as { Runtimes?: Record<string, { path?: string }> };
+  return Object.entries(info.Runtimes ?? {})
+    .filter(([name, rt]) => name === "runsc" || /(^|\/)runsc$/.test(rt?.path ?? ""))
+    .map(([name]) => name);
+};

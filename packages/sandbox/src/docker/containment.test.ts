@@ -1,7 +1,9 @@
+import type { Logger } from "@tern/core";
 import type Docker from "dockerode";
 import { describe, expect, it, vi } from "vitest";
 import { ContainmentError } from "../driver.ts";
-import { enforceDockerContainment } from "./containment.ts";
+import { enforceDockerContainment, rootStateOf } from "./containment.ts";
+import { hardenedHostConfig } from "./driver.ts";
 import type { applyEgressPolicy } from "./egress.ts";
 import { resolveEgress } from "./egress-names.ts";
 
@@ -98,7 +100,12 @@ describe("Docker containment at prepare", () => {
 
   it("asks nothing of the engine for what is not asked for", async () => {
     const c = await enforceDockerContainment(extEngine, "net", {});
-    expect(c).toEqual({ summary: {}, disk: { mode: "off", limitMb: null, storage: null }, egress: null });
+    expect(c).toEqual({
+      summary: {},
+      disk: { mode: "off", limitMb: null, storage: null },
+      egress: null,
+      root: { mapping: null, gvisor: [], sudo: "off" },
+    });
   });
 
   it("names an allow entry it cannot use, and never asks a resolver about an address", async () => {
@@ -115,5 +122,67 @@ describe("Docker containment at prepare", () => {
     expect(asked).toEqual([]);
     const err = await refusal(resolveEgress({ mode: "public", services: [], allow: ["10.0.0.0/99"] }, spy));
     expect(err.message).toMatch(/10\.0\.0\.0\/99/);
+  });
+});
+
+describe("root in sandboxes", () => {
+  const engine = (info: Record<string, unknown>) =>
+    ({ ...extEngine, info: async () => ({ ...(await extEngine.info()), ...info }) }) as unknown as Docker;
+  const userns = engine({ SecurityOptions: ["name=seccomp,profile=builtin", "name=userns"] });
+  const rootless = engine({ SecurityOptions: ["name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"] });
+  const gvisor = engine({ Runtimes: { runc: {}, gvisor: { path: "/usr/bin/runsc" } } });
+
+  it("gives sudo only where the engine maps root to an unprivileged user, or under gVisor", async () => {
+    const stateOn = async (docker: Docker, runtime?: string) => {
+      const c = await enforceDockerContainment(docker, "net", { sudo: "auto", ...(runtime ? { runtime } : {}) });
+      return { state: rootStateOf(c.root, runtime), summary: c.summary.root };
+    };
+    expect(await stateOn(extEngine)).toEqual({
+      state: { mode: "none", safety: null, forced: false },
+      summary: "no sudo",
+    });
+    expect((await stateOn(userns)).state).toEqual({ mode: "sudo", safety: "userns-remap", forced: false });
+    expect((await stateOn(rootless)).state).toEqual({ mode: "sudo", safety: "rootless", forced: false });
+    // gVisor under whatever name it is registered: the sandboxes of that runtime only.
+    expect(await stateOn(gvisor, "gvisor")).toEqual({
+      state: { mode: "sudo", safety: "runsc", forced: false },
+      summary: "sudo (runsc)",
+    });
+    const onGvisor = await enforceDockerContainment(gvisor, "net", { sudo: "auto" });
+    expect(rootStateOf(onGvisor.root, undefined).mode).toBe("none");
+    expect(rootStateOf(onGvisor.root, "gvisor").mode).toBe("sudo");
+  });
+
+  it("gives none when the setting is off or absent, and sudo anywhere when forced, saying so loudly", async () => {
+    const off = await enforceDockerContainment(userns, "net", { sudo: "off" });
+    expect(rootStateOf(off.root, undefined)).toEqual({ mode: "none", safety: "userns-remap", forced: false });
+    const absent = await enforceDockerContainment(userns, "net", {});
+    expect(rootStateOf(absent.root, undefined).mode).toBe("none");
+    const logger = { warn: vi.fn(), info: vi.fn(), error: vi.fn(), debug: vi.fn() };
+    const forced = await enforceDockerContainment(
+      extEngine,
+      "net",
+      { sudo: "force" },
+      {
+        logger: logger as unknown as Logger,
+      },
+    );
+    expect(rootStateOf(forced.root, undefined)).toEqual({ mode: "sudo", safety: null, forced: true });
+    expect(forced.summary.root).toMatch(/FORCED/);
+    expect(logger.warn).toHaveBeenCalledWith(expect.anything(), expect.stringMatching(/SANDBOX_SUDO=force/));
+  });
+
+  it("lifts no-new-privileges and adds exactly the package-install capabilities for sudo only", () => {
+    const limits = { memoryMb: 512, cpus: 1, pids: 256 };
+    const none = hardenedHostConfig(limits, "net");
+    expect(none.CapDrop).toEqual(["ALL"]);
+    expect(none.CapAdd).toBeUndefined();
+    expect(none.SecurityOpt).toEqual(["no-new-privileges:true"]);
+    const sudo = hardenedHostConfig(limits, "net", undefined, undefined, "sudo");
+    expect(sudo.CapDrop).toEqual(["ALL"]);
+    expect(sudo.CapAdd).toEqual(["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"]);
+    // Lifting no-new-privileges is all: no seccomp=unconfined, no apparmor change, never privileged.
+    expect(sudo.SecurityOpt).toEqual([]);
+    expect(sudo.Privileged).toBe(false);
   });
 });

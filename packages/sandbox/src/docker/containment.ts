@@ -1,7 +1,14 @@
 import type { Logger } from "@tern/core";
 import type Docker from "dockerode";
-import { ContainmentError, type DiskLimitMode, type SandboxContainment, SandboxLabel } from "../driver.ts";
-import { engineRuntimes, probeDiskLimit } from "./capabilities.ts";
+import {
+  ContainmentError,
+  type DiskLimitMode,
+  type RootState,
+  type SandboxContainment,
+  SandboxLabel,
+  type SudoSetting,
+} from "../driver.ts";
+import { engineRootMapping, engineRuntimes, gvisorRuntimes, probeDiskLimit } from "./capabilities.ts";
 import { applyEgressPolicy, type EgressPolicy, hostNetworks, hostResolvers, sandboxBridgeOf } from "./egress.ts";
 import { type EgressKeeper, startEgressKeeper } from "./egress-keeper.ts";
 import type { Resolver } from "./egress-names.ts";
@@ -21,7 +28,35 @@ export interface DockerContainment {
   disk: { mode: DiskLimitMode; limitMb: number | null; storage: string | null };
   /** Keeps the egress rules in step with DNS; null when no rules are asked for. */
   egress: EgressKeeper | null;
+  root: DockerRoot;
 }
+
+/** What decides root in a sandbox on this engine: its root mapping, its gVisor runtimes, the setting. */
+export interface DockerRoot {
+  mapping: "userns-remap" | "rootless" | null;
+  gvisor: string[];
+  sudo: SudoSetting;
+}
+
+/** No root anywhere: a driver that was not prepared, or not asked for sudo. */
+export const NO_ROOT: DockerRoot = { mapping: null, gvisor: [], sudo: "off" };
+
+/** Root in a sandbox of `runtime` (unset: the engine's default) on this engine. */
+export const rootStateOf = (root: DockerRoot, runtime: string | undefined): RootState => {
+  const safety = root.mapping ?? (runtime && root.gvisor.includes(runtime) ? "runsc" : null);
+  if (root.sudo === "off") return { mode: "none", safety, forced: false };
+  if (safety) return { mode: "sudo", safety, forced: false };
+  if (root.sudo === "force") return { mode: "sudo", safety: null, forced: true };
+  return { mode: "none", safety: null, forced: false };
+};
+
+/** The start-up log's words for a root state. */
+const rootSummary = (state: RootState): string =>
+  state.mode === "none"
+    ? `no sudo${state.safety ? ` (SANDBOX_SUDO=off on a ${state.safety} engine)` : ""}`
+    : state.forced
+      ? "sudo, FORCED (SANDBOX_SUDO=force): root inside is the host's root, capabilities aside"
+      : `sudo (${state.safety})`;
 
 /** The disk limit this engine gives: its own where it holds `StorageOpt size`, else the worker's watch. */
 const diskLimitOf = async (docker: Docker, diskMb: number | undefined): Promise<DockerContainment["disk"]> => {
@@ -89,5 +124,18 @@ export const enforceDockerContainment = async (
     const unresolved = egress.state().unresolved;
     if (unresolved.length > 0) summary.egress_unresolved = unresolved.map((u) => u.name).join(", ");
   }
-  return { summary, disk, egress };
+  // No setting, no question to the engine: no root.
+  const root: DockerRoot = containment.sudo
+    ? { mapping: await engineRootMapping(docker), gvisor: await gvisorRuntimes(docker), sudo: containment.sudo }
+    : NO_ROOT;
+  const rootState = rootStateOf(root, containment.runtime);
+  if (containment.sudo) summary.root = rootSummary(rootState);
+  if (rootState.forced) {
+    opts.logger?.warn(
+      { root: "sudo", sudo: "force" },
+      "SANDBOX_SUDO=force: sandboxes get sudo on an engine that does not map root to an unprivileged user; " +
+        "a sandbox's root is the host's root (capabilities and seccomp aside). See the README, \"Root in sandboxes\"",
+    );
+  }
+  return { summary, disk, egress, root };
 };

@@ -4,6 +4,7 @@ import {
   type ContainmentState,
   type ExecOptions,
   type PreparedSandboxes,
+  type RootState,
   SANDBOX_STATE_DIR,
   SANDBOX_STATE_MB,
   type SandboxContainment,
@@ -14,7 +15,7 @@ import {
   type SandboxState,
 } from "../driver.ts";
 import { type ArchiveOwner, firstFileOf, packFiles } from "./archive.ts";
-import { type DockerContainment, enforceDockerContainment } from "./containment.ts";
+import { type DockerContainment, enforceDockerContainment, NO_ROOT, rootStateOf } from "./containment.ts";
 import { openExecProcess, runExec } from "./exec.ts";
 import { ensureSandboxNetwork } from "./network.ts";
 import { prepareRuntimeImage } from "./runtime-image.ts";
@@ -74,18 +75,30 @@ const DEFAULT_NPROC = 8192;
 const SANDBOX_USER: ArchiveOwner = { uid: 1000, gid: 1000 };
 
 /**
+ * What root inside a sandbox may do where it has sudo: what package installs need (files of any
+ * owner and mode, dropping to apt's own user), never SYS_ADMIN, NET_ADMIN, NET_RAW or the like.
+ */
+const SUDO_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"] as const;
+
+/**
  * The hardening every sandbox gets: no capabilities at all (the workload runs as the image's
  * non-root user and needs none), no privilege gain through setuid binaries, resource limits,
- * a private network and no published ports.
+ * a private network and no published ports. Where root is `sudo` (an engine that maps root to an
+ * unprivileged user, gVisor, or the operator's force), setuid works again for sudo, the only
+ * setuid program the image keeps, and root gets SUDO_CAPABILITIES; the default seccomp profile
+ * stays either way.
  */
 export const hardenedHostConfig = (
   limits: SandboxLimits,
   network: string,
   runtime?: string,
   owner: ArchiveOwner = SANDBOX_USER,
+  root: RootState["mode"] = "none",
 ): Docker.HostConfig => ({
   CapDrop: ["ALL"],
-  SecurityOpt: ["no-new-privileges:true"],
+  ...(root === "sudo"
+    ? { CapAdd: [...SUDO_CAPABILITIES], SecurityOpt: [] }
+    : { SecurityOpt: ["no-new-privileges:true"] }),
   Privileged: false,
   Memory: limits.memoryMb * 1024 * 1024,
   // No swap beyond the memory limit.
@@ -169,6 +182,8 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
   };
 
   const create = async (spec: SandboxSpec): Promise<SandboxInfo> => {
+    const runtime = spec.runtime ?? opts.containment?.runtime;
+    const root = rootStateOf(contained?.root ?? NO_ROOT, runtime);
     for (let round = 0; round < 3; round++) {
       try {
         const c = await docker.createContainer({
@@ -188,8 +203,9 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
               diskMb: contained?.disk.mode === "watched" ? undefined : (spec.limits.diskMb ?? opts.containment?.diskMb),
             },
             opts.network,
-            spec.runtime ?? opts.containment?.runtime,
+            runtime,
             owner,
+            root.mode,
           ),
         });
         const createdAt = new Date().toISOString();
@@ -241,6 +257,7 @@ export const createDockerDriver = (docker: Docker, opts: DockerDriverOptions): S
       return {
         disk: contained?.disk ?? { mode: "off", limitMb: null, storage: null },
         egress: contained?.egress?.state() ?? null,
+        root: rootStateOf(contained?.root ?? NO_ROOT, opts.containment?.runtime),
       };
     },
 
