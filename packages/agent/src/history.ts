@@ -98,8 +98,8 @@ export const buildHistory = (
     else messages.push(msg);
   };
   /** A call's result: given after its call, and what waited behind the last result follows it. */
-  const answerCall = (toolCallId: string, toolName: string, text: string, isError: boolean) => {
-    messages.push({ role: "tool", toolCallId, toolName, text, isError });
+  const answerCall = (toolCallId: string, toolName: string, text: string, isError: boolean, images: string[] = []) => {
+    messages.push({ role: "tool", toolCallId, toolName, text, isError, ...(images.length ? { images } : {}) });
     outstanding.delete(toolCallId);
     flush();
   };
@@ -151,6 +151,7 @@ export const buildHistory = (
         o.tool_name,
         applyPathRules(pathOfCall.get(o.tool_call_id), textOf(o.observation.content)),
         o.observation.is_error === true,
+        imagesOf(o.observation.content),
       );
     } else if (e.kind === "UserRejectObservation") {
       // The rejected call's result, in OpenHands' words (UserRejectObservation.to_llm_message).

@@ -1,5 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk";
-import type { ContentBlockParam, MessageParam, Tool } from "@anthropic-ai/sdk/resources/messages";
+import type { ContentBlockParam, ImageBlockParam, MessageParam, Tool } from "@anthropic-ai/sdk/resources/messages";
 import { withCacheBreakpoints } from "./cache-anthropic.ts";
 import { llmFailureOf } from "./context-errors.ts";
 import {
@@ -12,6 +12,7 @@ import {
   type ThinkingBlock,
   type ToolCall,
 } from "./types.ts";
+import { imagesFor } from "./vision.ts";
 
 export interface AnthropicClientOptions extends SdkClientOptions {
   /** `max_tokens`: the model's maximum output (the model table, or LLM_MAX_OUTPUT_TOKENS). */
@@ -51,7 +52,7 @@ const parseInput = (args: string): Record<string, unknown> => {
 const DATA_URL = /^data:(image\/[a-z0-9.+-]+);base64,(.*)$/is;
 
 /** An image part: Anthropic takes a URL, or a data: URL's bytes as a base64 source. */
-const imageBlock = (url: string): ContentBlockParam => {
+const imageBlock = (url: string): ImageBlockParam => {
   const data = DATA_URL.exec(url);
   if (!data) return { type: "image", source: { type: "url", url } };
   return {
@@ -81,7 +82,17 @@ const blocksOf = (m: LlmMessage, thinking: boolean): ContentBlockParam[] => {
         })),
       ];
     case "tool":
-      return [{ type: "tool_result", tool_use_id: m.toolCallId, content: m.text, is_error: m.isError }];
+      // Images a tool showed go in its tool_result, after the text (Anthropic takes image blocks there).
+      if (!m.images?.length)
+        return [{ type: "tool_result", tool_use_id: m.toolCallId, content: m.text, is_error: m.isError }];
+      return [
+        {
+          type: "tool_result",
+          tool_use_id: m.toolCallId,
+          content: [...(m.text ? [{ type: "text" as const, text: m.text }] : []), ...m.images.map(imageBlock)],
+          is_error: m.isError,
+        },
+      ];
   }
 };
 
@@ -157,7 +168,7 @@ export const createAnthropicClient = (opts: AnthropicClientOptions): LlmClient =
         const params: Anthropic.Messages.MessageStreamParams = {
           model: opts.model,
           max_tokens: opts.maxTokens,
-          ...withCacheBreakpoints(request.system, toWire(request.messages, thinking !== null)),
+          ...withCacheBreakpoints(request.system, toWire(imagesFor(opts.model, request.messages), thinking !== null)),
           ...(thinking ? { thinking } : {}),
           ...(request.tools.length
             ? {

@@ -1,5 +1,9 @@
 import OpenAI from "openai";
-import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import type {
+  ChatCompletionContentPart,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from "openai/resources/chat/completions";
 import { llmFailureOf } from "./context-errors.ts";
 import {
   type LlmClient,
@@ -10,6 +14,7 @@ import {
   sdkConstructorOptions,
   type ToolDefinition,
 } from "./types.ts";
+import { imagesFor } from "./vision.ts";
 
 export interface OpenAiClientOptions extends SdkClientOptions {
   /**
@@ -57,6 +62,33 @@ const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
   }
 };
 
+/**
+ * The history as OpenAI takes it. A tool message carries text only, so the images tool results
+ * showed go in one user message right after the run of tool messages they belong to (which must
+ * directly follow the assistant message that made the calls), each named by its call.
+ */
+const messagesToWire = (messages: LlmMessage[]): ChatCompletionMessageParam[] => {
+  const out: ChatCompletionMessageParam[] = [];
+  let shown: ChatCompletionContentPart[] = [];
+  const flush = () => {
+    if (shown.length) out.push({ role: "user", content: shown });
+    shown = [];
+  };
+  for (const m of messages) {
+    if (m.role !== "tool") flush();
+    out.push(toWire(m));
+    if (m.role === "tool" && m.images?.length) {
+      shown.push({
+        type: "text",
+        text: `The image${m.images.length > 1 ? "s" : ""} shown by tool call ${m.toolCallId} (${m.toolName}):`,
+      });
+      shown.push(...m.images.map((url) => ({ type: "image_url" as const, image_url: { url } })));
+    }
+  }
+  flush();
+  return out;
+};
+
 const toolToWire = (t: ToolDefinition): ChatCompletionTool => ({
   type: "function",
   function: { name: t.name, description: t.description, parameters: t.parameters },
@@ -80,7 +112,10 @@ export const createOpenAiClient = (opts: OpenAiClientOptions): LlmClient => {
             ...(opts.reasoningEffort ? { reasoning_effort: opts.reasoningEffort } : {}),
             // The system prompt and the tools first, then the history in order: a prefix that stays the
             // same from step to step (until a condensation), which OpenAI caches by itself.
-            messages: [{ role: "system", content: request.system }, ...request.messages.map(toWire)],
+            messages: [
+              { role: "system", content: request.system },
+              ...messagesToWire(imagesFor(opts.model, request.messages)),
+            ],
             // OpenAI refuses an empty tool list (the condenser's summary call has none).
             ...(request.tools.length ? { tools: request.tools.map(toolToWire) } : {}),
             // Requests of one conversation go to the same cache shard.

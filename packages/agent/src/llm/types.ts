@@ -20,7 +20,8 @@ export type LlmMessage =
       /** The reply's thinking blocks (Anthropic), sent back before its text and calls. */
       thinkingBlocks?: ThinkingBlock[];
     }
-  | { role: "tool"; toolCallId: string; toolName: string; text: string; isError: boolean };
+  /** `images`: what the tool showed besides its text (file_editor viewing an image, an MCP tool's image). */
+  | { role: "tool"; toolCallId: string; toolName: string; text: string; isError: boolean; images?: string[] };
 
 export interface ToolDefinition {
   name: string;

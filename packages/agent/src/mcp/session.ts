@@ -189,22 +189,51 @@ const untilStopped = async <T>(work: Promise<T>, signal: AbortSignal, reason: ()
 
 const transportOf = (s: McpServerConfig): McpServerStatus["transport"] => mcpTransportOf(s);
 
-/** The text a tool's result gives the model: its text blocks, other blocks named; cut at `max` bytes. */
-const resultText = (content: unknown, max: number): { text: string; cut: number } => {
+/** Image types the providers take, and the largest image passed on (Anthropic refuses more than 5 MB). */
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const MAX_IMAGE_BASE64 = Math.ceil((5 * 1024 * 1024 * 4) / 3);
+
+/** An image block as a data: URL the model is shown; null when its type or size cannot be. */
+const imageUrlOf = (b: { data?: unknown; mimeType?: unknown }): string | null =>
+  typeof b.data === "string" &&
+  b.data.length <= MAX_IMAGE_BASE64 &&
+  /^[A-Za-z0-9+/=\s]*$/.test(b.data) &&
+  typeof b.mimeType === "string" &&
+  IMAGE_TYPES.has(b.mimeType.toLowerCase())
+    ? `data:${b.mimeType.toLowerCase()};base64,${b.data.replace(/\s+/g, "")}`
+    : null;
+
+/**
+ * What a tool's result gives the model: its text blocks, its images (passed on as images), other
+ * blocks named; the text cut at `max` bytes.
+ */
+const resultText = (content: unknown, max: number): { text: string; cut: number; images: string[] } => {
   const blocks = Array.isArray(content)
-    ? (content as { type?: string; text?: string; resource?: { text?: string; uri?: string } }[])
+    ? (content as {
+        type?: string;
+        text?: string;
+        data?: unknown;
+        mimeType?: unknown;
+        resource?: { text?: string; uri?: string };
+      }[])
     : [];
-  const parts = blocks.map((b) =>
-    b.type === "text" && typeof b.text === "string"
-      ? b.text
-      : b.type === "resource" && typeof b.resource?.text === "string"
-        ? b.resource.text
-        : `[${b.type ?? "unknown"} content${b.resource?.uri ? ` ${b.resource.uri}` : ""} not shown]`,
-  );
+  const images: string[] = [];
+  const parts = blocks.map((b) => {
+    if (b.type === "text" && typeof b.text === "string") return b.text;
+    if (b.type === "resource" && typeof b.resource?.text === "string") return b.resource.text;
+    // An ImageContent block holds up to 20 images.
+    const image = b.type === "image" && images.length < 20 ? imageUrlOf(b) : null;
+    if (image) {
+      images.push(image);
+      return `[image ${images.length}, shown below]`;
+    }
+    return `[${b.type ?? "unknown"} content${b.resource?.uri ? ` ${b.resource.uri}` : ""} not shown]`;
+  });
   const text = parts.join("\n");
   const bytes = Buffer.byteLength(text);
-  if (bytes <= max) return { text, cut: 0 };
+  if (bytes <= max) return { text, cut: 0, images };
   return {
+    images,
     text: Buffer.from(text)
       .subarray(0, max)
       .toString("utf8")
@@ -450,10 +479,15 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
   // Masked as the run's events are: a reason may quote a header (an error echoing a request).
   for (const s of status) if (s.reason) s.reason = maskSecrets(s.reason, { ...deps.secrets, ...maskValues });
 
-  const observation = (name: string, text: string, isError: boolean): McpCallOutcome => ({
+  const observation = (name: string, text: string, isError: boolean, images: string[] = []): McpCallOutcome => ({
     text,
     isError,
-    observation: { kind: "MCPToolObservation", tool_name: name, content: [{ type: "text", text }], is_error: isError },
+    observation: {
+      kind: "MCPToolObservation",
+      tool_name: name,
+      content: [{ type: "text", text }, ...(images.length ? [{ type: "image" as const, image_urls: images }] : [])],
+      is_error: isError,
+    },
   });
 
   const call: McpToolSet["call"] = async (name, args, opts) => {
@@ -486,9 +520,9 @@ export const connectMcpServers = async (config: McpConfig, deps: McpConnectDeps)
         timeout: settings.MCP_CALL_TIMEOUT_MS,
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
-      const { text, cut } = resultText(result.content, opts.maxOutputBytes);
+      const { text, cut, images } = resultText(result.content, opts.maxOutputBytes);
       const shown = cut > 0 ? `${text}\n[Output was cut: ${cut} more bytes were left out.]` : text;
-      return observation(name, shown || "(no output)", result.isError === true);
+      return observation(name, shown || "(no output)", result.isError === true, images);
     } catch (err) {
       // Stopped (interrupt, shutdown): the server was told to cancel. The result says so rather
       // than leave the call pending: a later run would call the server again.
