@@ -48,11 +48,10 @@ describe("an MCP tool's image", () => {
     const set = await connectMcpServers(
       { mcpServers: { pics: { url } } },
       {
+        // An HTTP server only: the sandbox is never asked for anything.
         sandboxes: {
-          exec: async () => ({ exitCode: 1, stdout: "", stderr: "" }),
-          openProcess: async () => {
-            throw new Error("no sandbox");
-          },
+          exec: () => Promise.reject(new Error("no sandbox")),
+          openProcess: () => Promise.reject(new Error("no sandbox")),
         },
         sandboxRef: null,
         workspaceDir: "/workspace/project",

@@ -21,7 +21,7 @@ export const acceptsImages = (model: string): boolean => {
 };
 
 /** The text that takes an image's place for a model that does not accept images. */
-export const imageNote = (model: string, count: number): string =>
+const imageNote = (model: string, count: number): string =>
   `[${count === 1 ? "An image was" : `${count} images were`} left out here: the model ${model} does not accept images.]`;
 
 /**
