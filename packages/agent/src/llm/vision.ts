@@ -1,24 +1,12 @@
+import { knownModelFacts, unknownModelFacts } from "./models.ts";
 import type { LlmMessage } from "./types.ts";
 
 /**
- * Model families that take images in a request, by name (provider prefix ignored): every Claude
- * from 3 on, GPT-4o, GPT-4.1, GPT-5 and the o-series reasoning models but o1-mini and o3-mini, and
- * Gemini. DeepSeek's chat models, GPT-3.5 and the models a deployment serves itself are not known
- * to: they get a note in place of each image rather than a request the provider refuses.
+ * Whether `model` accepts images (input): the model table's word, and no for a model it does not
+ * know (unknownModelFacts), which gets a note in place of each image rather than a request its
+ * provider may refuse.
  */
-const IMAGE_MODELS = [
-  /^claude-(3|opus|sonnet|haiku)/,
-  /^gpt-(4o|4\.1|4-turbo|5)/,
-  /^o(1|3|4)(-(?!mini)|$)/,
-  /^o4-mini/,
-  /^gemini-/,
-];
-
-/** Whether `model` accepts images (input). */
-export const acceptsImages = (model: string): boolean => {
-  const name = model.replace(/^[a-z-]+\//i, "").toLowerCase();
-  return IMAGE_MODELS.some((re) => re.test(name));
-};
+export const acceptsImages = (model: string): boolean => (knownModelFacts(model) ?? unknownModelFacts).images;
 
 /** The text that takes an image's place for a model that does not accept images. */
 const imageNote = (model: string, count: number): string =>
