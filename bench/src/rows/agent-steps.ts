@@ -15,6 +15,8 @@ import {
   type ScriptedReply,
   startLlmServer,
 } from "@tern/testing";
+// The store the worker hands every run: the bench runs the loop as the worker runs it.
+import { agentRunStore } from "../../../apps/worker/src/agent/run-store.ts";
 import type { BenchContext } from "../context.ts";
 import type { BenchResult, BenchRow } from "../report.ts";
 import { row } from "../report.ts";
@@ -90,7 +92,7 @@ const measureRun = async (ctx: BenchContext, steps: number): Promise<StepRun> =>
     });
     const env = llm.workerEnv("openai");
     const deps: AgentRunDeps = {
-      db: database.db,
+      store: agentRunStore(database.db),
       sandboxes: ctx.sandboxes,
       logger: createLogger("bench", "silent"),
       settings: {

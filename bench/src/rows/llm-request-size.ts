@@ -3,6 +3,8 @@ import { type AgentRunDeps, runAgent, systemPromptTools } from "@tern/agent";
 import { createLogger, newEvent } from "@tern/core";
 import { eventsRepository } from "@tern/db";
 import { createConversationFixture, createTestDatabase, type RecordedRequest, startLlmServer } from "@tern/testing";
+// The store the worker hands every run: the bench runs the loop as the worker runs it.
+import { agentRunStore } from "../../../apps/worker/src/agent/run-store.ts";
 import type { BenchContext } from "../context.ts";
 import { type BenchRow, row } from "../report.ts";
 import { summarize } from "../stats.ts";
@@ -42,7 +44,7 @@ const measureRun = async (ctx: BenchContext, steps: number, condenserMaxEvents: 
     });
     const env = llm.workerEnv("openai");
     const deps: AgentRunDeps = {
-      db: database.db,
+      store: agentRunStore(database.db),
       // No conversation here has a sandbox: the driver is never called.
       sandboxes: ctx.sandboxes,
       logger: createLogger("bench", "silent"),

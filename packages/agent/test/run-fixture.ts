@@ -12,6 +12,8 @@ import {
   testSandboxDriver,
   userMessageDraft,
 } from "@tern/testing";
+// The store the worker hands every run: the loop runs here as the worker runs it.
+import { agentRunStore } from "../../../apps/worker/src/agent/run-store.ts";
 import type { LlmProvider } from "../src/llm/types.ts";
 import { type AgentRunDeps, runAgent } from "../src/loop.ts";
 import { systemPromptTools } from "../src/tools/definitions.ts";
@@ -37,7 +39,7 @@ export const createRunFixture = async () => {
   const depsFor = (provider: LlmSetting, maxIterations = 20): AgentRunDeps => {
     const env = llm.workerEnv(provider);
     return {
-      db: database.db,
+      store: agentRunStore(database.db),
       sandboxes,
       logger,
       settings: {

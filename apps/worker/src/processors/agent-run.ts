@@ -1,7 +1,8 @@
-import { abandonRun, runAgent } from "@tern/agent";
+import { runAgent } from "@tern/agent";
 import { agentRunsRepository } from "@tern/db";
 import { DelayedError } from "bullmq";
 import { agentRunContext } from "../agent/run-context.ts";
+import { abandonRun, agentRunStore } from "../agent/run-store.ts";
 import { ensureSandboxRunning } from "../agent/sandbox-idleness.ts";
 import type { WorkerDeps } from "../deps.ts";
 import { createGitTools } from "../git/tools.ts";
@@ -31,6 +32,8 @@ export const agentRunProcessor = (deps: WorkerDeps): JobProcessor<"agent.run"> =
   // A sandbox whose snapshot is still being committed (its start answered READY before) is the
   // agent's once the commit returns.
   const sandboxes = snapshotGuardedDriver(deps.sandboxes, deps.db, { logger: deps.logger });
+  // The run's reads and its lease (and with it, the sink its events leave through).
+  const store = agentRunStore(deps.db);
   return async (job, token) => {
     const { conversationId, runId } = job.data;
     const logger = deps.logger.child({ conversation_id: conversationId, job_id: job.id });
@@ -39,7 +42,7 @@ export const agentRunProcessor = (deps: WorkerDeps): JobProcessor<"agent.run"> =
       const run = () =>
         runAgent(
           {
-            db: deps.db,
+            store,
             sandboxes,
             settings: deps.config,
             logger,

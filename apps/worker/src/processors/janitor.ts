@@ -1,4 +1,3 @@
-import { abandonRun } from "@tern/agent";
 import { isSandboxGone, isTerminalStartTaskStatus } from "@tern/core";
 import {
   agentRunsRepository,
@@ -10,6 +9,7 @@ import {
 import { agentRunJob, enqueueAgentRun, findJob } from "@tern/queue";
 import { PoolOwnerLabel, type SandboxInfo, SandboxLabel } from "@tern/sandbox";
 import { requeueStartTask } from "@tern/services";
+import { abandonRun } from "../agent/run-store.ts";
 import { pauseIdleSandboxes, removeAgedSandboxes } from "../agent/sandbox-idleness.ts";
 import type { WorkerDeps } from "../deps.ts";
 import { isLivenessSettled, isWorkerAlive, redisKeptSince } from "../liveness.ts";

@@ -1,47 +1,9 @@
 import { type SecurityRisk, type SystemPromptTool, securityRisks } from "@tern/core";
 import { z } from "zod";
 import type { ToolDefinition } from "../llm/types.ts";
-import { fileEditorArgs, fileEditorDescription } from "./file-editor.ts";
-import { createPullRequestArgs, gitPushArgs, gitToolDescriptions } from "./git.ts";
-import { invokeSkillArgs, invokeSkillDescription } from "./invoke-skill.ts";
-import { taskTrackerArgs, taskTrackerDescription } from "./task-tracker.ts";
-import { terminalArgs, terminalDescription } from "./terminal/definition.ts";
+import { builtInTools } from "./registry.ts";
 
-export { fileEditorArgs, terminalArgs };
-
-export const thinkArgs = z.object({
-  thought: z.string().describe("Your reasoning, kept in the history; changes nothing."),
-});
-
-export const finishArgs = z.object({
-  message: z.string().describe("A short summary of what was done, for the user."),
-});
-
-export const toolArgs = {
-  terminal: terminalArgs,
-  file_editor: fileEditorArgs,
-  think: thinkArgs,
-  finish: finishArgs,
-  git_push: gitPushArgs,
-  create_pull_request: createPullRequestArgs,
-  task_tracker: taskTrackerArgs,
-  invoke_skill: invokeSkillArgs,
-} as const;
-
-export type ToolName = keyof typeof toolArgs;
-export type ToolArgs<N extends ToolName> = z.infer<(typeof toolArgs)[N]>;
-
-export const isToolName = (name: string): name is ToolName => Object.hasOwn(toolArgs, name);
-
-const descriptions: Record<ToolName, string> = {
-  terminal: terminalDescription,
-  file_editor: fileEditorDescription,
-  think: "Think about something without changing anything, e.g. to plan or to weigh options.",
-  finish: "Call when the task is done, with a short summary for the user.",
-  ...gitToolDescriptions,
-  task_tracker: taskTrackerDescription,
-  invoke_skill: invokeSkillDescription,
-};
+export { isToolName, type ToolArgs, type ToolName, toolArgs } from "./registry.ts";
 
 const jsonSchemaOf = (schema: z.ZodType): Record<string, unknown> => {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: "input" }) as Record<string, unknown>;
@@ -111,10 +73,10 @@ export const takeCallMeta = (
 };
 
 /** The tools offered to the model, in OpenHands' names; also stored in the SystemPromptEvent. */
-export const toolDefinitions: ToolDefinition[] = (Object.keys(toolArgs) as ToolName[]).map((name) => ({
-  name,
-  description: descriptions[name],
-  parameters: withCallMeta(jsonSchemaOf(toolArgs[name])),
+export const toolDefinitions: ToolDefinition[] = builtInTools.map((t) => ({
+  name: t.name,
+  description: t.description,
+  parameters: withCallMeta(jsonSchemaOf(t.args)),
 }));
 
 /** Tool definitions in the shape the SystemPromptEvent stores them (OpenAI's function tools). */

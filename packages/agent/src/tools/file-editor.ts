@@ -4,6 +4,7 @@ import { posix } from "node:path";
 import type { MessageContent, Observation } from "@tern/core";
 import { z } from "zod";
 import { runOnce, type SandboxCallContext } from "./run-once.ts";
+import { defineTool } from "./tool.ts";
 
 /**
  * `file_editor` (OpenHands' tool of that name): view, create and edit files anywhere in the
@@ -11,7 +12,7 @@ import { runOnce, type SandboxCallContext } from "./run-once.ts";
  * refuses binary files and files over 10 MB, keeps a file's encoding and line ends, and shows
  * images (PNG, JPEG, GIF, WebP) as image blocks of the observation.
  */
-export const fileEditorArgs = z
+const fileEditorArgs = z
   .object({
     command: z
       .enum(["view", "create", "str_replace", "insert", "undo_edit"])
@@ -63,10 +64,10 @@ export const fileEditorArgs = z
     }
   });
 
-export type FileEditorArgs = z.infer<typeof fileEditorArgs>;
+type FileEditorArgs = z.infer<typeof fileEditorArgs>;
 
 /** What the model is told of the tool: what OpenHands' description covers, in our words. */
-export const fileEditorDescription = `Views, creates and edits plain-text files, and shows images.
+const fileEditorDescription = `Views, creates and edits plain-text files, and shows images.
 * Its state lasts across calls: an edit stays made, and \`undo_edit\` can take it back.
 * \`view\` on a text file shows it with line numbers, as \`cat -n\` does; on a directory it lists the files and directories up to 2 levels deep, leaving out hidden ones (it says how many it left out).
 * \`view\` on an image (.png, .jpg, .jpeg, .gif, .webp) shows you the image, when your model accepts images.
@@ -96,7 +97,7 @@ const TIMEOUT_SEC = 60;
 const MAX_IMAGE_OUTPUT_BYTES = Math.ceil((5 * 1024 * 1024 * 4) / 3) + 64 * 1024;
 const IMAGE_EXTENSION = /\.(png|jpe?g|gif|webp)$/i;
 
-export interface FileEditorOutcome {
+interface FileEditorOutcome {
   text: string;
   isError: boolean;
   observation: Observation;
@@ -118,7 +119,7 @@ const parseOutput = (output: string, marker: string): { text: string; image: str
 };
 
 /** Runs one file_editor call in the sandbox, once per action (run-once.ts). */
-export const runFileEditor = async (args: FileEditorArgs, ctx: SandboxCallContext): Promise<FileEditorOutcome> => {
+const runFileEditor = async (args: FileEditorArgs, ctx: SandboxCallContext): Promise<FileEditorOutcome> => {
   const path = resolveEditorPath(ctx.workspaceDir, args.path);
   const image = args.command === "view" && IMAGE_EXTENSION.test(path);
   // A fresh marker per call: no file's text can fake an image.
@@ -150,3 +151,21 @@ export const runFileEditor = async (args: FileEditorArgs, ctx: SandboxCallContex
     observation: { kind: "FileEditorObservation", command: args.command, path, content, is_error: isError },
   };
 };
+
+/** `file_editor`: OpenHands' FileEditorTool, run once in the sandbox (file_editor.py). */
+export const fileEditorTool = defineTool({
+  name: "file_editor",
+  description: fileEditorDescription,
+  args: fileEditorArgs,
+  traits: {
+    instant: false,
+    slow: false,
+    recorded: true,
+    needsSandbox: true,
+    readsStoredEvents: false,
+    actionKind: "FileEditorAction",
+    defaultRisk: "MEDIUM",
+  },
+  agentServer: { names: ["file_editor", "FileEditorTool"] },
+  run: runFileEditor,
+});

@@ -1,6 +1,7 @@
 import type { Conversation, Observation } from "@tern/core";
 import type { SandboxRef } from "@tern/sandbox";
 import { z } from "zod";
+import { defineTool } from "./tool.ts";
 
 /**
  * The agent's git tools (issue 12): run by the worker, not in the sandbox, because they need the
@@ -22,7 +23,7 @@ export const createPullRequestArgs = z.object({
   head: z.string().min(1).max(200).describe("The branch with the changes; push it with git_push first."),
 });
 
-export const gitToolDescriptions = {
+const gitToolDescriptions = {
   git_push:
     "Push a branch of the workspace repository to its git provider, with the user's credentials (the sandbox has " +
     "none: never try to push from the terminal). Commit your changes on that branch first. Never forces.",
@@ -60,4 +61,43 @@ export const gitObservation = (
   is_error: r.isError,
   ...(r.url ? { url: r.url } : {}),
   ...(r.number !== undefined ? { pr_number: r.number } : {}),
+});
+
+const gitTraits = {
+  instant: false,
+  slow: true,
+  recorded: false,
+  readsStoredEvents: false,
+} as const;
+
+const notAvailable = (name: string): GitToolResult => ({ text: `${name} is not available here.`, isError: true });
+
+/** `git_push`: the worker takes the branch's commits out of the sandbox and pushes them. */
+export const gitPushTool = defineTool({
+  name: "git_push",
+  description: gitToolDescriptions.git_push,
+  args: gitPushArgs,
+  traits: { ...gitTraits, needsSandbox: true, actionKind: "GitPushAction", defaultRisk: "HIGH" },
+  run: async (args, ctx) => {
+    const r =
+      ctx.git && ctx.conversation
+        ? await ctx.git.push({ conversation: ctx.conversation, sandboxRef: ctx.sandboxRef }, args)
+        : notAvailable("git_push");
+    return { text: r.text, isError: r.isError, observation: gitObservation("GitPushObservation", r) };
+  },
+});
+
+/** `create_pull_request`: opened through the provider's API by the worker; needs no sandbox. */
+export const createPullRequestTool = defineTool({
+  name: "create_pull_request",
+  description: gitToolDescriptions.create_pull_request,
+  args: createPullRequestArgs,
+  traits: { ...gitTraits, needsSandbox: false, actionKind: "CreatePullRequestAction", defaultRisk: "MEDIUM" },
+  run: async (args, ctx) => {
+    const r =
+      ctx.git && ctx.conversation
+        ? await ctx.git.createPullRequest({ conversation: ctx.conversation, sandboxRef: ctx.sandboxRef }, args)
+        : notAvailable("create_pull_request");
+    return { text: r.text, isError: r.isError, observation: gitObservation("PullRequestObservation", r) };
+  },
 });

@@ -1,5 +1,6 @@
 import type { Observation, StoredEvent } from "@tern/core";
 import { z } from "zod";
+import { defineTool } from "./tool.ts";
 
 /**
  * `task_tracker` (OpenHands' tool of that name): the agent's plan, a list of tasks it rewrites
@@ -35,7 +36,7 @@ export const taskTrackerArgs = z
     }
   });
 
-export const taskTrackerDescription =
+const taskTrackerDescription =
   "Your plan for work with several steps, shown to the user. `plan` writes the whole task list (each task with " +
   "`title`, `notes` and `status`: todo, in_progress or done); `view` reads it back. Use it for multi-step " +
   "work, not for a single simple change. Plan at the start, keep exactly one task in_progress, mark a task " +
@@ -95,3 +96,24 @@ export const runTaskTracker = (
     },
   };
 };
+
+/** `task_tracker`: OpenHands' TaskTrackerTool; the plan in force is read from the stored events. */
+export const taskTrackerTool = defineTool({
+  name: "task_tracker",
+  description: taskTrackerDescription,
+  args: taskTrackerArgs,
+  traits: {
+    instant: false,
+    slow: false,
+    recorded: true,
+    needsSandbox: false,
+    readsStoredEvents: true,
+    actionKind: "TaskTrackerAction",
+    defaultRisk: "LOW",
+  },
+  agentServer: { names: ["task_tracker", "TaskTrackerTool"] },
+  run: async (args, ctx) => {
+    const r = runTaskTracker(args, (await ctx.currentTaskList?.()) ?? []);
+    return { text: r.text, isError: false, observation: r.observation };
+  },
+});

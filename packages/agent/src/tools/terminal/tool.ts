@@ -1,7 +1,8 @@
 import type { Observation } from "@tern/core";
 import type { z } from "zod";
 import type { SandboxCallContext } from "../run-once.ts";
-import { DEFAULT_NO_CHANGE_TIMEOUT_SECONDS, type terminalArgs } from "./definition.ts";
+import { defineTool } from "../tool.ts";
+import { DEFAULT_NO_CHANGE_TIMEOUT_SECONDS, terminalArgs, terminalDescription } from "./definition.ts";
 import { specialKey } from "./keys.ts";
 import { runOneShot } from "./one-shot.ts";
 import { callTerminal, type TerminalCall, type TerminalResult } from "./session.ts";
@@ -209,3 +210,34 @@ export const runTerminal = async (args: TerminalArgs, ctx: TerminalToolContext):
     pending: r.status === "pending" || r.status === "sent",
   };
 };
+
+/** `terminal`: OpenHands' TerminalTool, on the conversation's live shell in the sandbox. */
+export const terminalTool = defineTool({
+  name: "terminal",
+  description: terminalDescription,
+  args: terminalArgs,
+  traits: {
+    instant: false,
+    slow: true,
+    recorded: true,
+    needsSandbox: true,
+    readsStoredEvents: false,
+    actionKind: "TerminalAction",
+    defaultRisk: "UNKNOWN",
+  },
+  agentServer: { names: ["terminal", "TerminalTool", "BashTool"] },
+  run: (args, ctx) =>
+    runTerminal(args, {
+      sandbox: ctx.sandbox,
+      sandboxRef: ctx.sandboxRef,
+      workspaceDir: ctx.workspaceDir,
+      actionId: ctx.actionId,
+      maxOutputBytes: ctx.maxOutputBytes,
+      ...(ctx.env ? { env: ctx.env } : {}),
+      // 0 is not a timeout: the default applies.
+      ...(ctx.noChangeTimeoutSeconds ? { noChangeTimeoutSeconds: ctx.noChangeTimeoutSeconds } : {}),
+      ...(ctx.attachMs ? { attachMs: ctx.attachMs } : {}),
+      ...(ctx.interruptFirst ? { interruptFirst: true } : {}),
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+    }),
+});

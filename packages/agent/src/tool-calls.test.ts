@@ -1,7 +1,7 @@
 import type { EventDraft } from "@tern/core";
 import { describe, expect, it } from "vitest";
 import type { LlmResponse } from "./llm/types.ts";
-import { toolCallEvents } from "./loop.ts";
+import { toolCallEvents } from "./tool-calls.ts";
 
 const response = (calls: { id: string; name: string; arguments: string }[], text = ""): LlmResponse => ({
   id: null,

@@ -1,0 +1,143 @@
+import { randomUUID } from "node:crypto";
+import { type EventDraft, EventLimitError, metrics, newEvent, type StoredEvent } from "@tern/core";
+import type { CondenserLimits } from "./condenser/plan.ts";
+import { mustConfirm, withInstantResults } from "./dispatch.ts";
+import { buildHistory } from "./history.ts";
+import type { ModelPrice } from "./llm/prices.ts";
+import {
+  type LlmClient,
+  LlmContextLengthError,
+  LlmError,
+  type LlmRequest,
+  type LlmResponse,
+  type ToolDefinition,
+} from "./llm/types.ts";
+import { usageMetrics } from "./llm/usage-metrics.ts";
+import type { RunOutcome } from "./loop.ts";
+import { agentError, endRun, type RunScope } from "./scope.ts";
+import type { StuckThresholds } from "./stuck-detector.ts";
+import { buildSystemPrompt } from "./system-prompt.ts";
+import { toolCallEvents } from "./tool-calls.ts";
+import { withCallMeta } from "./tools/definitions.ts";
+import { stopSignal } from "./tools/terminal/interrupt.ts";
+
+/** What the steps of a run share once its LLM is chosen. */
+export interface StepContext {
+  llm: LlmClient;
+  price: ModelPrice | null;
+  /** USD the conversation may spend; null: no cap. */
+  maxBudget: number | null;
+  /** The conversation's cost so far, as the last write answered it. */
+  spent: number | undefined;
+  /** The condenser's limits for the model; null: condensation is off. */
+  limits: CondenserLimits | null;
+  stuckThresholds: StuckThresholds;
+  /** The built-in tools offered (those the conversation's client named, else all). */
+  tools: ToolDefinition[];
+  /** The seq of the event that began the run: its iterations are counted from there. */
+  runStartSeq: number;
+}
+
+/** How a step ended: the loop goes on, the run ends, or the request was too long for the provider. */
+export type StepResult =
+  | { next: "continue" }
+  | { next: "end"; outcome: RunOutcome }
+  | { next: "too_long"; err: LlmContextLengthError };
+
+/** The request of the next step, from the model's view of the stored events. */
+export const requestOf = (run: RunScope, s: StepContext, view: StoredEvent[]): LlmRequest => {
+  const { conversation, mcp } = run;
+  const { system, messages } = buildHistory(view, conversation.skills, { dir: conversation.workspaceDir });
+  return {
+    system:
+      system ??
+      buildSystemPrompt({
+        workspaceDir: conversation.workspaceDir,
+        repository: conversation.selectedRepository,
+        skills: conversation.skills,
+        llmModel: conversation.llmModel,
+      }),
+    messages,
+    // MCP tools are asked for security_risk and summary too, as every tool is.
+    tools: mcp
+      ? [...s.tools, ...mcp.definitions.map((d) => ({ ...d, parameters: withCallMeta(d.parameters) }))]
+      : s.tools,
+    cacheKey: conversation.id,
+  };
+};
+
+/** An LLM call that failed for good: the run ends in error with the provider's reason. */
+export const llmFailed = (run: RunScope, err: LlmError): Promise<RunOutcome> => {
+  run.log.warn({ err, status: err.status }, "LLM call failed");
+  return endRun(run, "error", [agentError(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`)]);
+};
+
+const observeCall = (llm: LlmClient, began: number, response: LlmResponse) => {
+  const model = llm.model;
+  metrics.llmDuration.observe({ model }, (performance.now() - began) / 1000);
+  metrics.llmTokens.inc({ model, kind: "prompt" }, response.usage.promptTokens);
+  metrics.llmTokens.inc({ model, kind: "completion" }, response.usage.completionTokens);
+};
+
+/**
+ * The dispatch of a reply: its calls (or its message) and its usage in one write; calls that wait
+ * for the user's confirmation end the run, stored and not run. `historySeq`: what the model had
+ * seen (a user message stored after it is still unanswered).
+ */
+const dispatchReply = async (
+  run: RunScope,
+  s: StepContext,
+  response: LlmResponse,
+  historySeq: number,
+): Promise<StepResult> => {
+  const usage = usageMetrics(s.llm, s.price, response.usage);
+  // Our own id, not the provider's: a provider may repeat ids, and the grouping must be exact.
+  const responseId = randomUUID();
+  const calls =
+    response.toolCalls.length === 0
+      ? []
+      : toolCallEvents(response, responseId, historySeq, run.mcp ?? undefined, s.tools);
+  if (await mustConfirm(run, calls)) {
+    // Stored, none run: the run ends here and holds nothing while the user decides; the answer
+    // asks for a new run (services: respondToConfirmation).
+    run.log.info({ calls: calls.length }, "tool calls wait for the user's confirmation");
+    return { next: "end", outcome: await endRun(run, "waiting_for_confirmation", calls, usage) };
+  }
+  const drafts: EventDraft[] =
+    response.toolCalls.length === 0
+      ? [newEvent.agentMessage(response.text, { llm_response_id: responseId, history_seq: historySeq })]
+      : await withInstantResults(run, calls);
+  try {
+    s.spent = (await run.sink.appendStep(drafts, usage)).accumulatedCost;
+  } catch (err) {
+    // The conversation is full: the call was made and paid for all the same.
+    if (err instanceof EventLimitError) await run.sink.addMetrics(usage);
+    throw err;
+  }
+  return { next: "continue" };
+};
+
+/** One step: one model call and the dispatch of its reply. */
+export const takeStep = async (
+  run: RunScope,
+  s: StepContext,
+  request: LlmRequest,
+  historySeq: number,
+): Promise<StepResult> => {
+  const { deps } = run;
+  metrics.agentSteps.inc();
+  const began = performance.now();
+  let response: LlmResponse;
+  try {
+    response = await s.llm.complete(request, stopSignal(deps));
+  } catch (err) {
+    deps.shutdown?.throwIfAborted();
+    // Interrupted: the call's answer is dropped, nothing of it stored.
+    if (deps.interrupt?.aborted) return { next: "end", outcome: await endRun(run, "paused") };
+    if (!(err instanceof LlmError)) throw err;
+    if (err instanceof LlmContextLengthError && s.limits) return { next: "too_long", err };
+    return { next: "end", outcome: await llmFailed(run, err) };
+  }
+  observeCall(s.llm, began, response);
+  return dispatchReply(run, s, response, historySeq);
+};
