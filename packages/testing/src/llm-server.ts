@@ -439,7 +439,7 @@ export const startLlmServer = async (
       requests.push(recorded);
       if (violation) {
         // Said in the test's output too: the agent only sees a 400 and may end its run with it.
-        console.error(`[scripted LLM] refused a ${provider} request as the provider would: ${recorded.violation}`);
+        console.error(`[scripted LLM] refused a request as ${provider} would: ${recorded.violation}`);
         return typeof violation === "string"
           ? errorReply(res, provider, 400, violation)
           : errorReply(res, provider, 400, violation.message, violation);
