@@ -50,7 +50,7 @@ export const GATED_ROWS: GatedRow[] = [
  * How far past its target a gated ratio may come before the gate fails: chosen from the spread of ten
  * gate runs on the development machine (bench/README.md, "CI speed gate").
  */
-export const GATE_TOLERANCE = 0.35;
+export const GATE_TOLERANCE = 0.6;
 
 export interface GateVerdict {
   id: string;
