@@ -9,6 +9,7 @@ import {
 } from "@tern/core";
 import { type SandboxRef, sandboxFaultOf } from "@tern/sandbox";
 import type { RunOutcome } from "./loop.ts";
+import { ratePatternRisk } from "./risk.ts";
 import type { PendingAction } from "./run-state.ts";
 import { agentError, endRun, type RunScope, sandboxPaused } from "./scope.ts";
 import { executeTool, type ToolOutcome } from "./tools/execute.ts";
@@ -131,6 +132,8 @@ export const mustConfirm = async (run: RunScope, drafts: EventDraft[]): Promise<
       tool_name: a.tool_name,
       security_risk: settings.securityAnalyzer === "none" ? "UNKNOWN" : (a.security_risk ?? "UNKNOWN"),
       always_confirm: (context.alwaysConfirm?.(a.tool_name) ?? false) || (mcp?.alwaysConfirm(a.tool_name) ?? false),
+      // The local analyzer's rating beside the model's label: a prompt-injected model says LOW.
+      analyzed_risk: ratePatternRisk(a).risk,
     })),
   );
 };

@@ -60,4 +60,22 @@ describe("confirmation policies (OpenHands' table)", () => {
     expect(requiresConfirmation(never, [call("github__create_issue", "LOW", true)])).toBe(true);
     expect(requiresConfirmation(never, [call("github__create_issue", "HIGH")])).toBe(false);
   });
+
+  it("a local analyzer's rating raises the model's label under ConfirmRisky, and never lowers it", () => {
+    const call = (security_risk: SecurityRisk, analyzed_risk: "LOW" | "MEDIUM" | "HIGH") => ({
+      tool_name: "terminal",
+      security_risk,
+      analyzed_risk,
+    });
+    // A model that labels `rm -rf /` LOW: the analyzer's HIGH stops it.
+    expect(requiresConfirmation(risky("HIGH"), [call("LOW", "HIGH")])).toBe(true);
+    expect(requiresConfirmation(risky("MEDIUM"), [call("LOW", "MEDIUM")])).toBe(true);
+    expect(requiresConfirmation(risky("HIGH"), [call("LOW", "MEDIUM")])).toBe(false);
+    // The analyzer's LOW lowers nothing: the model's HIGH, or its missing label, still waits.
+    expect(requiresConfirmation(risky("HIGH"), [call("HIGH", "LOW")])).toBe(true);
+    expect(requiresConfirmation(risky("HIGH"), [call("UNKNOWN", "LOW")])).toBe(true);
+    expect(requiresConfirmation(risky("HIGH", false), [call("UNKNOWN", "HIGH")])).toBe(true);
+    // NeverConfirm stays never.
+    expect(requiresConfirmation(never, [call("LOW", "HIGH")])).toBe(false);
+  });
 });

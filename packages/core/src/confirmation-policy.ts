@@ -83,6 +83,11 @@ export interface CallToConfirm {
   security_risk: SecurityRisk;
   /** The tool asks for confirmation whatever the policy (e.g. an MCP server marked always-confirm). */
   always_confirm?: boolean;
+  /**
+   * The risk a local analyzer gives the call, beside the model's label: it may raise the label,
+   * never lower it (a call either rating would stop, stops).
+   */
+  analyzed_risk?: "LOW" | "MEDIUM" | "HIGH";
 }
 
 /** Tools that change nothing: a response of one such call alone never waits (OpenHands' rule). */
@@ -91,10 +96,16 @@ const harmlessAlone: ReadonlySet<string> = new Set(["finish", "think"]);
 /**
  * Whether a response's calls wait for the user: all of them, or none (OpenHands confirms a
  * response as a whole). A single `finish` or `think` never waits; a tool marked always-confirm
- * always does, whatever the policy; otherwise any call the policy confirms makes them all wait.
+ * always does, whatever the policy; otherwise any call the policy confirms, by the model's label
+ * or the analyzer's, whichever is higher, makes them all wait.
  */
 export const requiresConfirmation = (policy: ConfirmationPolicy, calls: readonly CallToConfirm[]): boolean => {
   if (calls.length === 0) return false;
   if (calls.length === 1 && harmlessAlone.has((calls[0] as CallToConfirm).tool_name)) return false;
-  return calls.some((c) => c.always_confirm === true || shouldConfirm(policy, c.security_risk));
+  return calls.some(
+    (c) =>
+      c.always_confirm === true ||
+      shouldConfirm(policy, c.security_risk) ||
+      (c.analyzed_risk !== undefined && shouldConfirm(policy, c.analyzed_risk)),
+  );
 };
