@@ -26,6 +26,8 @@ describe("the system prompt", () => {
       "SECURITY",
       "ENVIRONMENT",
       "PROCESSES",
+      "PULL_REQUESTS",
+      "MEMORY",
     ]) {
       expect(prompt).toContain(`<${tag}>`);
     }
@@ -37,12 +39,33 @@ describe("the system prompt", () => {
       "`create_pull_request`",
       "kill -9",
       "environment variables",
+      "ONE pull request",
+      "`AGENTS.md` at the repository's root is its memory",
+      "add it to `AGENTS.md`",
     ]) {
       expect(prompt).toContain(phrase);
     }
     for (const tool of ["terminal", "file_editor", "task_tracker", "think", "finish", "invoke_skill"]) {
       expect(prompt).toContain(`\`${tool}\``);
     }
+  });
+
+  it("names the user's secrets, never their values, and says the date last; neither when not given", () => {
+    const prompt = buildSystemPrompt({
+      ...base,
+      secrets: [{ name: "GITHUB_TOKEN", description: "push to\n acme" }, { name: "API_KEY" }],
+      now: new Date("2026-12-06T03:55:00Z"),
+    });
+    expect(prompt).toContain("<CUSTOM_SECRETS>");
+    expect(prompt).toContain("* `$GITHUB_TOKEN`: push to acme\n* `$API_KEY`\n");
+    expect(
+      prompt.endsWith(
+        "<CURRENT_DATETIME>\nThe current date and time is 2026-12-06T03:55:00.000Z (UTC).\n</CURRENT_DATETIME>",
+      ),
+    ).toBe(true);
+    const plain = buildSystemPrompt(base);
+    expect(plain).not.toContain("CUSTOM_SECRETS");
+    expect(plain).not.toContain("CURRENT_DATETIME");
   });
 
   it("an empty workspace says so", () => {

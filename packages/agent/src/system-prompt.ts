@@ -12,14 +12,18 @@ export interface SystemPromptInput {
   skills: Skill[];
   /** The conversation's model (llm_model): CLAUDE.md and GEMINI.md go only to their own families. */
   llmModel?: string | null;
+  /** The names (never the values) of the secrets the agent's commands get, with their descriptions. */
+  secrets?: { name: string; description?: string | null }[];
+  /** When the conversation opens: the prompt says the date. Absent: no date (a prompt made ahead of time). */
+  now?: Date;
 }
 
 /**
  * The most tokens the base prompt (without the repository's skills) may take, counted by
  * `estimateTokens`: a test holds it. OpenHands' static sections are about 6 800 by the same count;
- * every step pays for this prompt again, so ours says the same in fewer words (about 1 450 today).
+ * every step pays for this prompt again, so ours says the same in fewer words (about 1 750 today).
  */
-export const SYSTEM_PROMPT_TOKEN_BUDGET = 2_000;
+export const SYSTEM_PROMPT_TOKEN_BUDGET = 2_200;
 
 /**
  * A tokenizer-free estimate: one token per 4 characters, the usual figure for English and code
@@ -44,7 +48,7 @@ const tools = section(
   "TOOLS",
   `
 * \`terminal\`: a bash shell in the workspace. Its state (directory, environment, background jobs) carries over between commands. One command at a time; chain related steps with \`&&\`.
-* \`file_editor\`: view files and directories, create files, replace an exact string, insert lines, undo an edit. Prefer it to \`sed\`/\`echo\` for edits: it shows what changed.
+* \`file_editor\`: view files, directories and images, create files, replace an exact string, insert lines, undo an edit, at any path of the sandbox. Prefer it to \`sed\`/\`echo\` for edits: it shows what changed.
 * \`task_tracker\`: your plan for multi-step work (\`plan\` writes the whole list, \`view\` reads it). The user sees it.
 * \`think\`: reason about something without acting. \`finish\`: end the task with a short summary.
 * \`git_push\` and \`create_pull_request\`: push a branch and open a pull request with the user's credentials, which the sandbox does not hold.
@@ -91,9 +95,27 @@ const versionControl = section(
 * Commit with the identity git already has; do not change it. Commit messages say why, in the repository's style.
 * Work on a new branch with a short descriptive name (e.g. \`fix/login-timeout\`) unless told to use the current one.
 * Never force-push, rewrite published history, or push to the default branch unless the user asks.
-* Push only with \`git_push\`, and open pull requests only with \`create_pull_request\`: the sandbox has no credentials, so \`git push\` from the terminal fails. Open a pull request only when asked; push before opening it.
-* Check \`git status\` before committing, and commit only the files you meant to change.
-* A pull request's title and body say what changed and why, and how it was tested. Update the same pull request for follow-up work rather than opening another.`,
+* Push only with \`git_push\`, and open pull requests only with \`create_pull_request\`: the sandbox has no credentials, so \`git push\` from the terminal fails.
+* Check \`git status\` before committing, and commit only the files you meant to change; keep build output, dependencies (\`node_modules/\`), \`.env\` files and large binaries out.
+* Use \`git --no-pager\` (or \`GIT_PAGER=cat\`) for \`git diff\`, \`git log\` and \`git show\`, so they do not wait on a pager.`,
+);
+
+const pullRequests = section(
+  "PULL_REQUESTS",
+  `
+* Do not push or open a pull request unless the user asks for it; push the branch before opening it.
+* Open at most ONE pull request per task. For follow-up work, push new commits to the same branch: the open pull request updates itself.
+* When updating a pull request, keep its title and purpose; change its description only when the change calls for it.
+* Before pushing to an existing pull request's branch, make sure it is still open; if it was merged or closed, start a new branch and a new pull request.
+* A pull request's title and body say what changed and why, and how it was tested, and end with a line saying an AI agent wrote it on the user's behalf.`,
+);
+
+const memory = section(
+  "MEMORY",
+  `
+* \`AGENTS.md\` at the repository's root is its memory: what an agent should know about this repository (how to build, test and lint it, its conventions, its pitfalls). It is read at the start of every conversation.
+* When you learn something a later task would need and would be slow to find again (a command that works, a quirk of the setup, a convention the code follows), add it to \`AGENTS.md\`, briefly, creating the file if needed. Keep it short: edit or remove what is stale rather than piling up notes.
+* Never write secrets or personal data in it.`,
 );
 
 const troubleshooting = section(
@@ -128,11 +150,23 @@ const processes = section(
 * Stop the servers you started before you finish, unless the user wants them running.`,
 );
 
+/** The user's secrets by name: what they are for, and how to use them without showing them. */
+const secretsSection = (secrets: NonNullable<SystemPromptInput["secrets"]>) =>
+  section(
+    "CUSTOM_SECRETS",
+    `
+The user gave you these secrets. Each is an environment variable of your shell under its name:
+${secrets.map((s) => `* \`$${s.name}\`${s.description?.trim() ? `: ${s.description.trim().replace(/\s+/g, " ")}` : ""}`).join("\n")}
+* Use one by its name where it serves its purpose, e.g. \`curl -H "Authorization: Bearer $API_KEY" …\`.
+* Never print, echo or log a value, nor write it to a file: the conversation may be read by others. A value that appears in output is shown as \`<secret:NAME>\`.
+* If a secret stops working (expired, refused), say so to the user rather than working around it.`,
+  );
+
 /**
  * The agent's system prompt: our own words for what OpenHands' prompt covers (role, workspace,
- * tools, workflow, efficiency, files, code quality, version control and pull requests,
- * troubleshooting, security, environment, processes), then the repository's always-on skills and
- * the list of its other skills.
+ * tools, workflow, efficiency, files, code quality, version control, pull requests, memory
+ * (AGENTS.md), troubleshooting, security, environment, processes), then the repository's always-on
+ * skills, the list of its other skills, the names of the user's secrets and the date.
  */
 export const buildSystemPrompt = (input: SystemPromptInput): string => {
   const parts = [
@@ -143,6 +177,8 @@ export const buildSystemPrompt = (input: SystemPromptInput): string => {
     files,
     codeQuality,
     versionControl,
+    pullRequests,
+    memory,
     troubleshooting,
     security,
     environment,
@@ -161,5 +197,9 @@ export const buildSystemPrompt = (input: SystemPromptInput): string => {
   }
   const listed = availableSkillsBlock(input.skills);
   if (listed) parts.push(listed);
+  if (input.secrets?.length) parts.push(secretsSection(input.secrets));
+  // Last: the one part that changes from conversation to conversation, after the cacheable rest.
+  if (input.now)
+    parts.push(section("CURRENT_DATETIME", `The current date and time is ${input.now.toISOString()} (UTC).`));
   return parts.join("\n\n");
 };

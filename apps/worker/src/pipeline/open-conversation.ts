@@ -27,12 +27,13 @@ export const openStartedConversation = (
       workspace,
       skills,
       hooks,
-      systemPrompt: (llmModel) => ({
+      systemPrompt: (llmModel, context) => ({
         text: buildSystemPrompt({
           workspaceDir: workspace.dir,
           repository: workspace.repository?.fullName ?? null,
           skills,
           llmModel,
+          ...context,
         }),
         // The tools the agent offers the model, in the shape OpenHands stores them.
         tools: systemPromptTools(),

@@ -14,7 +14,14 @@ import {
   textOfContent,
   toHexId,
 } from "@tern/core";
-import { conversationsRepository, type Database, type OpeningConversation, userSettingsRepository } from "@tern/db";
+import {
+  conversationsRepository,
+  type Database,
+  type OpeningConversation,
+  startTaskSecretsRepository,
+  userSecretsRepository,
+  userSettingsRepository,
+} from "@tern/db";
 import type { Kysely } from "kysely";
 import { maskMessageContent } from "../secrets.ts";
 
@@ -39,9 +46,27 @@ export interface OpenedStart {
   skills: Skill[];
   /** What SETTING_UP_GIT_HOOKS installed. */
   hooks: RepositoryHook[];
-  /** The agent's system prompt and tools for the conversation's model (the agent package builds them). */
-  systemPrompt: (llmModel: string | null) => { text: string; tools: SystemPromptTool[] };
+  /**
+   * The agent's system prompt and tools for the conversation's model (the agent package builds
+   * them), told the names of the secrets the agent's commands get and when the conversation opens.
+   */
+  systemPrompt: (llmModel: string | null, context?: SystemPromptContext) => { text: string; tools: SystemPromptTool[] };
 }
+
+export interface SystemPromptContext {
+  /** The user's secrets and the start request's, by name, with the user's descriptions; never values. */
+  secrets: { name: string; description: string | null }[];
+  now: Date;
+}
+
+/** The names of the secrets a conversation's agent gets (as agentSecretEnv merges them), never their values. */
+const secretNamesOf = async (db: Kysely<Database>, task: Pick<StartTask, "id" | "userId">) => {
+  const own = await userSecretsRepository(db).list(task.userId);
+  const fromStart = Object.keys(await startTaskSecretsRepository(db).get(task.id));
+  const byName = new Map(own.map((s) => [s.name, { name: s.name, description: s.description }]));
+  for (const name of fromStart) if (!byName.has(name)) byName.set(name, { name, description: null });
+  return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
+};
 
 /** The paragraphs a request appends to the system prompt: plan mode, then its system_message_suffix. */
 export const promptSuffixesOf = (request: StartRequest): string[] => [
@@ -114,7 +139,7 @@ export const openConversation = async (deps: OpenConversationDeps, start: Opened
       workspaceDir: workspace.dir,
     },
     {
-      systemPrompt: start.systemPrompt(llmModel),
+      systemPrompt: start.systemPrompt(llmModel, { secrets: await secretNamesOf(deps.db, task), now: new Date() }),
       promptSuffixes: promptSuffixesOf(request),
       systemEventId: newId(),
       userMessage: userMessage ? { id: newId(), payload: userMessage.payload } : null,
