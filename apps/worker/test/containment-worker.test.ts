@@ -115,18 +115,32 @@ describe("a worker with its sandboxes contained", () => {
     );
 
     const gitPort = new URL(git.url).port;
+    // One probe for every address: a connect within 3 s is "open", anything else "closed".
+    const probeLine = (address: string, port: string) =>
+      `timeout 3 bash -c "exec 3<>/dev/tcp/${address}/${port}" 2>/dev/null && echo "${address}:${port} open" || echo "${address}:${port} closed"`;
     const r = await driver.exec(row!.name, {
       cmd: [
         "bash",
         "-c",
-        `cat /workspace/contained/README.md; for p in ${gitPort} ${portOf(otherPort)}; do ` +
-          `timeout 3 bash -c "exec 3<>/dev/tcp/${gateway}/$p" 2>/dev/null && echo "$p open" || echo "$p closed"; done`,
+        [
+          "cat /workspace/contained/README.md",
+          // The positive control: a port the sandbox does reach, its own listener, once it listens
+          // (the listener writes its port when it is bound and listening).
+          `python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(60)' > /tmp/listening &`,
+          "until test -s /tmp/listening; do sleep 0.05; done",
+          probeLine("127.0.0.1", "$(cat /tmp/listening)"),
+          probeLine(gateway, gitPort),
+          probeLine(gateway, String(portOf(otherPort))),
+          "kill %1",
+        ].join("\n"),
       ],
     });
     expect(r.stdout).toContain("hello");
+    // The probe can say "open": the closed answers below are the policy's, not a probe that fails.
+    expect(r.stdout).toMatch(/^127\.0\.0\.1:\d+ open$/m);
     // Public mode: the git hosts get no rule (the worker cloned), and this one is on a private range.
-    expect(r.stdout).toContain(`${gitPort} closed`);
-    expect(r.stdout).toContain(`${portOf(otherPort)} closed`);
+    expect(r.stdout).toContain(`${gateway}:${gitPort} closed`);
+    expect(r.stdout).toContain(`${gateway}:${portOf(otherPort)} closed`);
   });
 
   it("starts in allowlist mode with a name that does not resolve, installs the rest, and names it in /ready", async () => {
