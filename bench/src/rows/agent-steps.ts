@@ -144,7 +144,7 @@ const beforeRun = async (): Promise<{ file: string; values: Map<string, number> 
 };
 
 /**
- * A long scripted run's cost per step (issue 32): the bytes of each LLM request and the time from
+ * A long scripted run's cost per step: the bytes of each LLM request and the time from
  * one step's request to the next, over 300 steps (quick: 30) of terminal, file_editor and think
  * calls on a real sandbox. Beside each, the same row of the run recorded before the agent core was
  * split (`results/*-agent-steps-before.json`), when there is one.

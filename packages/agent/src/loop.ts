@@ -43,7 +43,7 @@ export interface AgentRunContext {
   mcpConfig?: McpConfig | null;
   /**
    * The only built-in tools offered (a conversation whose client named its tools: the agent-server
-   * API, issue 21); absent or null: all of them. A call of another is an error the model reads.
+   * API); absent or null: all of them. A call of another is an error the model reads.
    */
   tools?: readonly string[] | null;
 }

@@ -11,7 +11,7 @@ import { toolDefinitions } from "../src/tools/definitions.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
- * Condensed memory (issue 19): a long run against an LLM that refuses any request over a small
+ * Condensed memory: a long run against an LLM that refuses any request over a small
  * context finishes, condensing as it goes, never sending a request over the limit; the history
  * it sends is rebuilt from the stored events alone, the same each time; and a run whose request
  * is refused as too long condenses and tries again instead of ending.

@@ -7,7 +7,7 @@ import { connectMcpServers, type McpServerStatus } from "../src/mcp/session.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
- * The user's MCP servers through the real loop (issue 20 §2): a remote one written with the
+ * The user's MCP servers through the real loop: a remote one written with the
  * official SDK's server side on loopback, a stdio one as a stdlib-only Python script inside the
  * real sandbox, and bad ones (hanging, crashing mid-call, malformed, on a refused address) with the
  * run carrying on. Each call is an ActionEvent / ObservationEvent pair, as every tool's.

@@ -5,7 +5,7 @@ import { runAgent } from "../src/loop.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
- * Prompt caching (issue 19): Anthropic gets cache_control breakpoints on the system prompt and the
+ * Prompt caching: Anthropic gets cache_control breakpoints on the system prompt and the
  * last two user turns; OpenAI-compatible servers a prompt_cache_key; the cached tokens either
  * reports land in the conversation's metrics and are priced as cached.
  */

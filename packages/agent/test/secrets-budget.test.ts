@@ -5,7 +5,7 @@ import { type AgentRunContext, runAgent } from "../src/loop.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
- * What a run takes from its user (issue 12): secrets as the commands' environment, masked in all
+ * What a run takes from its user: secrets as the commands' environment, masked in all
  * it stores; the user's own LLM key; cost in the MetricsSnapshot counters and the budget.
  */
 let fx: RunFixture;

@@ -8,7 +8,7 @@ import { toolDefinitions } from "../src/tools/definitions.ts";
 import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
- * Stuck detection (issue 19): each of OpenHands' five patterns ends its run `stuck`, with an
+ * Stuck detection: each of OpenHands' five patterns ends its run `stuck`, with an
  * AgentErrorEvent that names the pattern; a failing action is nudged once before.
  */
 let fx: RunFixture;

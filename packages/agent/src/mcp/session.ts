@@ -102,12 +102,12 @@ export interface McpToolSet {
   has(name: string): boolean;
   /**
    * Whether `name` is a tool of a server marked `confirm: "always"`: its calls wait for the user
-   * whatever the conversation's confirmation policy (issue 20 §1 reads this).
+   * whatever the conversation's confirmation policy (the confirmation check reads this).
    */
   alwaysConfirm(name: string): boolean;
   /**
-   * The argument names the tool's own schema declares: a call's `security_risk` / `summary` (issue
-   * 20 §1, added to every tool) are taken off its arguments unless the tool itself declares them.
+   * The argument names the tool's own schema declares: a call's `security_risk` / `summary` (added
+   * to every tool) are taken off its arguments unless the tool itself declares them.
    */
   argumentNames(name: string): ReadonlySet<string>;
   call(
@@ -243,7 +243,7 @@ const resultText = (content: unknown, max: number): { text: string; cut: number;
 };
 
 /**
- * Connects to the user's MCP servers for one run (issue 20): remote ones from the worker with the
+ * Connects to the user's MCP servers for one run: remote ones from the worker with the
  * official SDK over streamable HTTP or SSE, each request through `checkedFetch` (the address
  * checked and pinned at connect time); stdio ones inside the conversation's sandbox. A server that
  * cannot be reached, lists no tools or speaks malformed JSON-RPC is left out with its reason in

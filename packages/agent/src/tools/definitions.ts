@@ -11,7 +11,7 @@ const jsonSchemaOf = (schema: z.ZodType): Record<string, unknown> => {
 };
 
 /**
- * The two fields every tool call carries, as OpenHands' do (issue 20): the model's judgement of
+ * The two fields every tool call carries, as OpenHands' do: the model's judgement of
  * the call's risk, and a few words on what it does. Taken off the arguments before the tool's own
  * schema checks them (callMeta), stored on the ActionEvent, read by the confirmation policy.
  */

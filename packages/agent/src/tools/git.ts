@@ -4,7 +4,7 @@ import { z } from "zod";
 import { defineTool } from "./tool.ts";
 
 /**
- * The agent's git tools (issue 12): run by the worker, not in the sandbox, because they need the
+ * The agent's git tools: run by the worker, not in the sandbox, because they need the
  * user's provider token, which never enters a sandbox. The worker takes the commits out of the
  * sandbox and pushes them, and opens the pull request through the provider's API.
  */
