@@ -4,7 +4,9 @@ import { type CondensationReason, condensationReason } from "./condenser/plan.ts
 import { estimateTokens } from "./condenser/tokens.ts";
 import { viewOf } from "./condenser/view.ts";
 import { runPending } from "./dispatch.ts";
-import { priceOf } from "./llm/prices.ts";
+import { priceOf } from "./llm/models.ts";
+import { unpricedBudgetError } from "./llm/run-events.ts";
+import type { LlmChoiceFacts } from "./llm/select.ts";
 import { type LlmClient, LlmContextLengthError, LlmError } from "./llm/types.ts";
 import { usageMetrics } from "./llm/usage-metrics.ts";
 import type { RunOutcome } from "./loop.ts";
@@ -23,7 +25,7 @@ import { toolDefinitions } from "./tools/definitions.ts";
  */
 
 /** What the steps of the run share, once its LLM is chosen; the budget joins the conversation's metrics. */
-const stepContextOf = async (run: RunScope, llm: LlmClient): Promise<StepContext> => {
+const stepContextOf = async (run: RunScope, llm: LlmClient, facts: LlmChoiceFacts): Promise<StepContext> => {
   const { deps, context, store, conversation } = run;
   // The tools the conversation's client named (agent-server API), else all of them.
   const named = context.tools;
@@ -31,19 +33,20 @@ const stepContextOf = async (run: RunScope, llm: LlmClient): Promise<StepContext
   const maxBudget = context.maxBudgetPerTask ?? deps.settings.MAX_BUDGET_PER_TASK ?? null;
   // The budget is part of the conversation's MetricsSnapshot.
   const { accumulatedCost } = await run.sink.addMetrics({ set: maxBudget ? { max_budget_per_task: maxBudget } : {} });
-  if (maxBudget && !price) run.log.warn({ model: llm.model }, "no price for the model: its budget cannot be held");
   return {
     llm,
     price,
     maxBudget,
     spent: accumulatedCost,
-    limits: condenserLimits(llm.model, deps.settings, deps.llmOptions?.maxTokens),
+    limits: condenserLimits(llm.model, deps.settings, facts.maxOutputTokens ?? undefined),
     stuckThresholds: {
       ...defaultStuckThresholds,
       monologue: deps.settings.AGENT_STUCK_MONOLOGUE ?? defaultStuckThresholds.monologue,
     },
     tools: named ? toolDefinitions.filter((t) => named.includes(t.name)) : toolDefinitions,
     runStartSeq: (await store.lastRunStartSeq(conversation.id)) ?? 0,
+    maxOutputTokens: facts.maxOutputTokens,
+    truncatedInARow: 0,
   };
 };
 
@@ -151,9 +154,11 @@ const limitReached = async (
 };
 
 /** The conversation's loop, to the run's end: pending calls first, then limits, then a step. */
-export const conversationLoop = async (run: RunScope, llm: LlmClient): Promise<RunOutcome> => {
+export const conversationLoop = async (run: RunScope, llm: LlmClient, facts: LlmChoiceFacts): Promise<RunOutcome> => {
   const { store, conversation, deps } = run;
-  const s = await stepContextOf(run, llm);
+  const s = await stepContextOf(run, llm, facts);
+  // A budget needs a price: a model without one is refused rather than counted at $0.
+  if (s.maxBudget && !s.price) return endRun(run, "error", [agentError(unpricedBudgetError(llm.model, s.maxBudget))]);
   for (;;) {
     // Paused between two steps: stop here, holding the conversation; resume continues this run.
     const sandbox = await store.sandboxOf(conversation);

@@ -9,8 +9,15 @@ import {
 import type { SandboxDriver } from "@tern/sandbox";
 import type { CondenserSettings } from "./condenser/condense.ts";
 import { conversationLoop } from "./conversation-loop.ts";
-import type { PriceTable } from "./llm/prices.ts";
-import { chooseLlm, type LlmClientOptions, type LlmSettings, type UserLlmSettings } from "./llm/select.ts";
+import type { PriceTable } from "./llm/models.ts";
+import { modelWarningEvent } from "./llm/run-events.ts";
+import {
+  chooseLlm,
+  type LlmClientOptions,
+  type LlmSettings,
+  type UserLlmSettings,
+  unknownModelWarning,
+} from "./llm/select.ts";
 import type { McpSettings } from "./mcp/session.ts";
 import { startMcpServers } from "./run-mcp.ts";
 import { analyzeRun } from "./run-state.ts";
@@ -150,7 +157,12 @@ const holdRun = async (run: RunScope): Promise<RunOutcome> => {
   await deps.ensureSandboxRunning?.(conversation);
   run.mcp = await startMcpServers(run);
   try {
-    return await conversationLoop(run, choice.client);
+    // A model the table does not know runs on conservative defaults: the user is told once per run.
+    if (!choice.facts) {
+      const warning = unknownModelWarning(choice.client.model, choice.maxOutputTokens);
+      await run.sink.append([modelWarningEvent(choice.client.model, warning)]);
+    }
+    return await conversationLoop(run, choice.client, choice);
   } catch (err) {
     // A full conversation ends the run with the reason; its closing events go past the cap.
     if (err instanceof EventLimitError) return endRun(run, "error", [agentError(err.message)]);

@@ -3,7 +3,8 @@ import { type EventDraft, EventLimitError, metrics, newEvent, type StoredEvent }
 import type { CondenserLimits } from "./condenser/plan.ts";
 import { mustConfirm, withInstantResults } from "./dispatch.ts";
 import { buildHistory } from "./history.ts";
-import type { ModelPrice } from "./llm/prices.ts";
+import type { ModelPrice } from "./llm/models.ts";
+import { MAX_TRUNCATED_IN_A_ROW, reasoningOf, retryWaitEvent, truncatedText } from "./llm/run-events.ts";
 import {
   type LlmClient,
   LlmContextLengthError,
@@ -15,7 +16,7 @@ import {
 import { usageMetrics } from "./llm/usage-metrics.ts";
 import type { RunOutcome } from "./loop.ts";
 import { agentError, endRun, type RunScope } from "./scope.ts";
-import type { StuckThresholds } from "./stuck-detector.ts";
+import { nudgeEvent, type StuckThresholds } from "./stuck-detector.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { toolCallEvents } from "./tool-calls.ts";
 import { withCallMeta } from "./tools/definitions.ts";
@@ -36,6 +37,10 @@ export interface StepContext {
   tools: ToolDefinition[];
   /** The seq of the event that began the run: its iterations are counted from there. */
   runStartSeq: number;
+  /** The output limit each request asks for (null: the server's own). */
+  maxOutputTokens: number | null;
+  /** Replies cut by length in a row, up to now. */
+  truncatedInARow: number;
 }
 
 /** How a step ended: the loop goes on, the run ends, or the request was too long for the provider. */
@@ -105,7 +110,13 @@ const dispatchReply = async (
   }
   const drafts: EventDraft[] =
     response.toolCalls.length === 0
-      ? [newEvent.agentMessage(response.text, { llm_response_id: responseId, history_seq: historySeq })]
+      ? [
+          newEvent.agentMessage(
+            response.text,
+            { llm_response_id: responseId, history_seq: historySeq },
+            reasoningOf(response),
+          ),
+        ]
       : await withInstantResults(run, calls);
   try {
     s.spent = (await run.sink.appendStep(drafts, usage)).accumulatedCost;
@@ -114,6 +125,26 @@ const dispatchReply = async (
     if (err instanceof EventLimitError) await run.sink.addMetrics(usage);
     throw err;
   }
+  return { next: "continue" };
+};
+
+/**
+ * A reply cut by the output limit: never run (its calls may be cut mid-argument). Its usage counts;
+ * the model is told and asked to go on in smaller pieces, and the run ends if it keeps overrunning.
+ */
+const truncatedReply = async (run: RunScope, s: StepContext, response: LlmResponse): Promise<StepResult> => {
+  const usage = usageMetrics(s.llm, s.price, response.usage);
+  s.truncatedInARow++;
+  run.log.warn({ stop_reason: response.stopReason, in_a_row: s.truncatedInARow }, "LLM reply cut by length; not run");
+  if (s.truncatedInARow > MAX_TRUNCATED_IN_A_ROW) {
+    const error =
+      `The model's replies were cut off at the output limit ${s.truncatedInARow} times in a row, so none was run. ` +
+      "Raise LLM_MAX_OUTPUT_TOKENS or ask for smaller steps, and send a message to continue.";
+    return { next: "end", outcome: await endRun(run, "error", [agentError(error)], usage) };
+  }
+  s.spent = (
+    await run.sink.appendStep([nudgeEvent(truncatedText(response, s.maxOutputTokens))], usage)
+  ).accumulatedCost;
   return { next: "continue" };
 };
 
@@ -129,7 +160,13 @@ export const takeStep = async (
   const began = performance.now();
   let response: LlmResponse;
   try {
-    response = await s.llm.complete(request, stopSignal(deps));
+    response = await s.llm.complete(request, stopSignal(deps), {
+      // Each wait for a retry is shown before it begins (the page: "the model is rate-limited; retrying in 32 s").
+      onRetryWait: async (wait) => {
+        run.log.warn({ reason: wait.reason, status: wait.status, wait_ms: wait.waitMs }, "LLM call failed; retrying");
+        await run.sink.append([retryWaitEvent(wait)]);
+      },
+    });
   } catch (err) {
     deps.shutdown?.throwIfAborted();
     // Interrupted: the call's answer is dropped, nothing of it stored.
@@ -139,5 +176,7 @@ export const takeStep = async (
     return { next: "end", outcome: await llmFailed(run, err) };
   }
   observeCall(s.llm, began, response);
+  if (response.truncated) return truncatedReply(run, s, response);
+  s.truncatedInARow = 0;
   return dispatchReply(run, s, response, historySeq);
 };

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type EventDraftOf, newEvent } from "@tern/core";
 import type { z } from "zod";
+import { reasoningOf } from "./llm/run-events.ts";
 import type { LlmResponse, ToolCall, ToolDefinition } from "./llm/types.ts";
 import type { McpToolSet } from "./mcp/session.ts";
 import { isToolName, takeCallMeta, toolArgs, toolDefinitions } from "./tools/definitions.ts";
@@ -29,6 +30,8 @@ export const toolCallEvents = (
 ): EventDraftOf<"ActionEvent" | "AgentErrorEvent">[] =>
   withUniqueIds(response.toolCalls).map((call: ToolCall, i) => {
     const thought = i === 0 && response.text ? [{ type: "text" as const, text: response.text }] : [];
+    // The response's reasoning rides on its first call, as OpenHands' ActionEvent carries it.
+    const reasoning = i === 0 ? reasoningOf(response) : {};
     const fail = (error: string) =>
       newEvent.toolCallError({
         tool_name: call.name,
@@ -37,6 +40,7 @@ export const toolCallEvents = (
         llm_response_id: responseId,
         history_seq: historySeq,
         thought,
+        ...reasoning,
         error,
       });
     const isMcp = mcp?.has(call.name) === true;
@@ -66,6 +70,7 @@ export const toolCallEvents = (
         tool_name: call.name,
         tool_call_id: call.id,
         thought,
+        ...reasoning,
         action: { kind: "MCPToolAction", data: raw as Record<string, unknown> },
         tool_call: call,
         llm_response_id: responseId,
@@ -79,6 +84,7 @@ export const toolCallEvents = (
       tool_name: call.name,
       tool_call_id: call.id,
       thought,
+      ...reasoning,
       action: { kind: toolNamed(call.name).traits.actionKind, ...parsed.data },
       tool_call: call,
       llm_response_id: responseId,

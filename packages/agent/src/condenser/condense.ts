@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type EventDraftOf, newEvent, type StoredEvent } from "@tern/core";
-import { type ContextWindowTable, contextWindowOf } from "../llm/context-windows.ts";
+import { type ContextWindowTable, contextWindowOf } from "../llm/models.ts";
 import type { LlmClient, LlmResponse } from "../llm/types.ts";
 import { type CondensationReason, type CondenserLimits, planCondensation } from "./plan.ts";
 import { summarize } from "./summarize.ts";

@@ -53,8 +53,6 @@ export interface UserLlmSettings extends ReasoningPreferences {
 
 export interface LlmClientOptions {
   timeoutMs?: number;
-  /** The room the condenser leaves for an answer, until the loop reads the choice's maxOutputTokens. */
-  maxTokens?: number;
   /** Retries' waits: LLM_RETRY_MAX_WAIT's and the backoff's (tests shorten them). */
   retry?: Partial<RetryPolicy>;
   /** Name resolution for a user's endpoint, for tests (a hosts mapping); the system resolver by default. */

@@ -1,4 +1,4 @@
-import { costOf, type ModelPrice } from "./prices.ts";
+import { costOf, type ModelPrice } from "./models.ts";
 import type { LlmClient, LlmUsage } from "./types.ts";
 
 /** What one LLM call adds to the conversation's MetricsSnapshot (OpenHands' field names). */
