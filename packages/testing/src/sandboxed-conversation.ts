@@ -114,4 +114,6 @@ export const kindsOf = (events: StoredEvent[]) =>
 
 /** The execution_status values the events went through, in order. */
 export const statusChanges = (events: StoredEvent[]) =>
-  events.filter((e) => e.kind === "ConversationStateUpdateEvent").map((e) => e.payload.value);
+  events
+    .filter((e) => e.kind === "ConversationStateUpdateEvent" && e.payload.key === "execution_status")
+    .map((e) => e.payload.value);
