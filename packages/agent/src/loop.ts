@@ -10,7 +10,6 @@ import type { SandboxDriver } from "@tern/sandbox";
 import type { CondenserSettings } from "./condenser/condense.ts";
 import { conversationLoop } from "./conversation-loop.ts";
 import type { PriceTable } from "./llm/models.ts";
-import { modelWarningEvent } from "./llm/run-events.ts";
 import {
   chooseLlm,
   type LlmClientOptions,
@@ -157,11 +156,8 @@ const holdRun = async (run: RunScope): Promise<RunOutcome> => {
   await deps.ensureSandboxRunning?.(conversation);
   run.mcp = await startMcpServers(run);
   try {
-    // A model the table does not know runs on conservative defaults: the user is told once per run.
-    if (!choice.facts) {
-      const warning = unknownModelWarning(choice.client.model, choice.maxOutputTokens);
-      await run.sink.append([modelWarningEvent(choice.client.model, warning)]);
-    }
+    // A model the table does not know runs on conservative defaults: said in the log at each run.
+    if (!choice.facts) run.log.warn(unknownModelWarning(choice.client.model, choice.maxOutputTokens));
     return await conversationLoop(run, choice.client, choice);
   } catch (err) {
     // A full conversation ends the run with the reason; its closing events go past the cap.

@@ -21,10 +21,6 @@ export const retryWaitEvent = (wait: LlmRetryWait, now = Date.now()): EventDraft
     message: retryWaitText(wait),
   });
 
-/** A model the table does not know, said once at the run's start: `llm_warning`. */
-export const modelWarningEvent = (model: string, message: string): EventDraft =>
-  newEvent.stateUpdate("llm_warning", { model, message });
-
 /** A budget that cannot be held: the model has no price, so the run is refused rather than counted at 0. */
 export const unpricedBudgetError = (model: string, budget: number): string =>
   `There is no price for the model ${model} (it is not in tern's model table nor in LLM_PRICES), so the ` +
