@@ -115,5 +115,5 @@ export const kindsOf = (events: StoredEvent[]) =>
 /** The execution_status values the events went through, in order. */
 export const statusChanges = (events: StoredEvent[]) =>
   events
-    .filter((e) => e.kind === "ConversationStateUpdateEvent" && e.payload.key === "execution_status")
+    .flatMap((e) => (e.kind === "ConversationStateUpdateEvent" && e.payload.key === "execution_status" ? [e] : []))
     .map((e) => e.payload.value);
