@@ -503,6 +503,8 @@ describe("sandbox specs", () => {
       created_at: expect.stringMatching(/Z$/),
       initial_env: {},
       working_dir: "/workspace",
+      added_by_admin: false,
+      runtime_images: [],
     });
     // Paged, and the times stay what they were.
     const one = await client.json<{ items: Spec[]; next_page_id: string | null }>(
@@ -520,6 +522,13 @@ describe("sandbox specs", () => {
       ),
     ).toEqual([first.items[1], null, first.items[0]]);
     expect((await api.call("/api/v1/sandbox-specs", { key })).status).toBe(422);
+  });
+
+  it("names a spec for admin keys only; a start of a spec not offered is refused", async () => {
+    const asUser = await api.call("/api/v1/sandbox-specs", { key, method: "POST", json: { id: "python:3.12" } });
+    expect(asUser.status).toBe(403);
+    const notOffered = await api.call("/api/v1/sandboxes?sandbox_spec_id=python:3.12", { key, method: "POST" });
+    expect(notOffered.status).toBe(422);
   });
 });
 

@@ -22,6 +22,7 @@ const workerConfigSchema = z.object({
   // The sandbox driver and how it reaches its backend (SANDBOX_DRIVER, DOCKER_HOST, ...): @tern/sandbox's own.
   ...sandboxConfigFields,
   SANDBOX_IMAGE: configFields.SANDBOX_IMAGE,
+  SANDBOX_IMAGES: configFields.SANDBOX_IMAGES,
   SANDBOX_MEMORY_MB: configFields.SANDBOX_MEMORY_MB,
   SANDBOX_CPUS: configFields.SANDBOX_CPUS,
   SANDBOX_PIDS_LIMIT: configFields.SANDBOX_PIDS_LIMIT,

@@ -69,8 +69,8 @@ export const configFields = {
   OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(emptyAsUndefined, url(["http:", "https:"]).optional()),
   SANDBOX_IMAGE: z.string().min(1).default("tern-sandbox:latest"),
   /**
-   * More images listed as sandbox specs beside SANDBOX_IMAGE, comma-separated: e.g. the image
-   * older sandboxes still run after SANDBOX_IMAGE moved on, so their sandbox_spec_id resolves.
+   * More images offered as sandbox specs beside SANDBOX_IMAGE, comma-separated: any image on the
+   * engines (a start's first use of one on an engine builds its runtime image there).
    */
   SANDBOX_IMAGES: list,
   /**

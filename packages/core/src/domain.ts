@@ -199,4 +199,19 @@ export interface OwnedSandbox extends Sandbox {
 export interface SandboxSpec {
   id: string;
   createdAt: string;
+  /** The admin who named it (POST /api/v1/sandbox-specs); null: an image of the configuration. */
+  addedBy?: string | null;
+}
+
+/** The runtime image an engine made of a spec's base image (its tools, user and workspace added). */
+export interface SandboxSpecImage {
+  specId: string;
+  engineId: string;
+  state: "building" | "ready" | "failed";
+  image: string | null;
+  /** Why it failed, naming the step. */
+  error: string | null;
+  /** The build's log (its end). */
+  log: string;
+  updatedAt: string;
 }

@@ -210,6 +210,21 @@ interface DeploymentSecretsTable {
 interface SandboxSpecsTable {
   id: string;
   created_at: Timestamp;
+  /** The admin who named it (POST /api/v1/sandbox-specs); null: an image of the configuration. */
+  added_by: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** The runtime image an engine made of a spec's base image (migration 0700). */
+interface SandboxSpecImagesTable {
+  spec_id: string;
+  engine_id: string;
+  state: "building" | "ready" | "failed";
+  image: string | null;
+  base_id: string | null;
+  tools_version: string | null;
+  log: Generated<string>;
+  error: string | null;
+  updated_at: Timestamp;
 }
 
 /** A user's webhook subscriptions (migration 0085). */
@@ -335,6 +350,7 @@ export interface Database {
   agent_runs: AgentRunsTable;
   deployment_secrets: DeploymentSecretsTable;
   sandbox_specs: SandboxSpecsTable;
+  sandbox_spec_images: SandboxSpecImagesTable;
   user_secrets: UserSecretsTable;
   user_settings: UserSettingsTable;
   conversation_confirmation_policies: ConversationConfirmationPoliciesTable;

@@ -318,7 +318,7 @@ export interface RuntimeImageOptions {
   toolsFrom: string;
   /** The images' own labels (the spec, the deployment). */
   labels: Record<string, string>;
-  /** Each step of a build, as it happens (kept as the build's log). */
+  /** Each step, as it happens (kept as the build's log); a build begins with a line "building …". */
   log?: (line: string) => void;
 }
 

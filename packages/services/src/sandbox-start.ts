@@ -9,13 +9,13 @@ import {
   sealSessionApiKey,
   toHexId,
   UnauthorizedError,
-  ValidationError,
 } from "@tern/core";
 import { sandboxesRepository, startTasksRepository, userSecretsRepository } from "@tern/db";
 import { enqueue } from "@tern/queue";
 import type { ServiceDeps } from "./deps.ts";
 import { assertQueueReady, withJobQueue } from "./queue-availability.ts";
 import { assertStartAllowed } from "./quotas.ts";
+import { type SandboxImagesConfig, specOfStart } from "./sandbox-specs.ts";
 import { userSecretContext } from "./secrets.ts";
 import { holderOfSessionKey } from "./session-keys.ts";
 
@@ -30,21 +30,18 @@ const sandboxNameOf = (sandboxId: string) => `tern-sandbox-${toHexId(sandboxId)}
  * dies, swept by the janitor when its job is lost, and cleaned up when it fails, exactly as every
  * start. The sandbox's row is written here, STARTING, with its own session key (hashed and sealed
  * as the conversations' are), so the caller gets its id and key at once.
- * `specId` is an image of GET /api/v1/sandbox-specs; only SANDBOX_IMAGE (what workers make) starts.
+ * `specId` is a spec of GET /api/v1/sandbox-specs (null: the default, SANDBOX_IMAGE); the row keeps it
+ * as the sandbox's image, and the worker makes the sandbox from that spec's runtime image.
  */
 export const startSandbox = async (
   deps: Pick<ServiceDeps, "db" | "queues" | "redis" | "logger" | "queueTimeoutMs" | "limits"> & {
     secretBox: SecretBox;
-    sandboxImage: string;
+    config: SandboxImagesConfig;
   },
   userId: string,
   specId: string | null,
 ): Promise<OwnedSandbox> => {
-  if (specId !== null && specId !== deps.sandboxImage) {
-    throw new ValidationError(`sandbox_spec_id: new sandboxes run ${deps.sandboxImage} only`, [
-      { field: "sandbox_spec_id", in: "query", message: `new sandboxes run ${deps.sandboxImage} only` },
-    ]);
-  }
+  const image = (await specOfStart(deps, specId, "query")) ?? deps.config.SANDBOX_IMAGE;
   assertQueueReady(deps);
   const sandboxId = newId();
   const key = sealSessionApiKey(deps.secretBox, sandboxId, generateSessionApiKey());
@@ -54,7 +51,7 @@ export const startSandbox = async (
     await sandboxesRepository(trx).upsert({
       id: sandboxId,
       name: sandboxNameOf(sandboxId),
-      image: deps.sandboxImage,
+      image,
       startTaskId: task.id,
       status: "STARTING",
       sessionApiKey: key,

@@ -8,6 +8,7 @@ import {
   openSessionApiKey,
   type SandboxRecord,
   type SandboxSpec,
+  type SandboxSpecImage,
   type SandboxSpecRecord,
   type SecretBox,
   type StartTask,
@@ -119,13 +120,22 @@ export const toSandboxRecord = (s: OwnedSandbox, box: SecretBox, urls: RecordUrl
 /** The directory every sandbox's workspace is in (the image's working directory). */
 const SANDBOX_WORKING_DIR = "/workspace";
 
-/** OpenHands' SandboxSpecInfo of an image this deployment offers. */
-export const toSandboxSpecRecord = (s: SandboxSpec): SandboxSpecRecord => ({
+/** OpenHands' SandboxSpecInfo of an image this deployment offers, with its runtime images. */
+export const toSandboxSpecRecord = (s: SandboxSpec, images: SandboxSpecImage[] = []): SandboxSpecRecord => ({
   id: s.id,
   command: null,
   created_at: s.createdAt,
   initial_env: {},
   working_dir: SANDBOX_WORKING_DIR,
+  added_by_admin: !!s.addedBy,
+  runtime_images: images.map((i) => ({
+    engine_id: i.engineId,
+    state: i.state,
+    image: i.image,
+    error: i.error,
+    log: i.log,
+    updated_at: i.updatedAt,
+  })),
 });
 
 const errorContent = { "application/json": { schema: errorBodySchema } } as const;

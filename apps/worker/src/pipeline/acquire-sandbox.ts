@@ -2,6 +2,7 @@ import { metrics, newId } from "@tern/core";
 import { sandboxesRepository, startTasksRepository } from "@tern/db";
 import { SandboxLabel, type SandboxRef, type SandboxSpec } from "@tern/sandbox";
 import { sandboxLimitsOf } from "../config.ts";
+import { runtimeImageOfSpec, specOfStartTask } from "../sandbox/spec-image.ts";
 import { emptyWorkspaceImage, forgetEmptyWorkspaceImage } from "../sandbox/workspace-image.ts";
 import {
   type AcquiredSandbox,
@@ -27,6 +28,8 @@ export const acquireSandbox = async (
   const sandboxes = sandboxesRepository(deps.db);
 
   const [found, snapshotImage] = await Promise.all([sandboxes.findByTask(task.id), snapshotImageLookup]);
+  // A spec other than the default runs its runtime image (built here on its first start); the row keeps the spec.
+  const spec = specOfStartTask(ctx, found?.image);
   const image = snapshotImage ?? config.SANDBOX_IMAGE;
   let row: { id: string; name: string } | null = found;
   // A sandbox's own start (POST /api/v1/sandboxes) finds the row the API wrote, not made yet: it
@@ -47,7 +50,7 @@ export const acquireSandbox = async (
   }
   let ref: SandboxRef | null = null;
   let emptyWorkspaceReady = false;
-  if ((!row || unmade) && deps.pool && !snapshotImage) {
+  if ((!row || unmade) && deps.pool && !snapshotImage && !spec) {
     // The pool's onClaim records the sandboxes row (this id, this task) before the claim returns.
     const sandboxId = row?.id ?? newId();
     const warm = await deps.pool.claim({ taskId: task.id, sandboxId });
@@ -62,7 +65,7 @@ export const acquireSandbox = async (
   }
   row ??= await sandboxes.upsert({
     name,
-    image,
+    image: spec ?? image,
     startTaskId: task.id,
     status: "STARTING",
     engineId: deps.engineId,
@@ -70,10 +73,11 @@ export const acquireSandbox = async (
   if (!ref) {
     // Without a repository the workspace is the empty one: made in the image already when it exists.
     const noRepository = task.kind === "conversation" && !task.request.selected_repository?.trim();
-    const prepared = noRepository && !snapshotImage ? emptyWorkspaceImage(deps) : null;
-    const spec: SandboxSpec = {
+    const prepared = noRepository && !snapshotImage && !spec ? emptyWorkspaceImage(deps) : null;
+    const runtimeImage = spec ? await runtimeImageOfSpec(ctx, spec) : null;
+    const sandboxSpec: SandboxSpec = {
       name: row.name,
-      image: prepared ?? image,
+      image: prepared ?? runtimeImage ?? image,
       labels: {
         [SandboxLabel.Marker]: "1",
         [SandboxLabel.Namespace]: config.REDIS_PREFIX,
@@ -84,12 +88,12 @@ export const acquireSandbox = async (
       },
       limits: sandboxLimitsOf(config),
     };
-    const info = await deps.sandboxes.create(spec).catch(async (err: unknown) => {
+    const info = await deps.sandboxes.create(sandboxSpec).catch(async (err: unknown) => {
       if (!prepared) throw err;
       // Removed underneath (a newer build of the sandbox image replaced it): the sandbox image serves.
       forgetEmptyWorkspaceImage(deps, prepared);
       ctx.log.warn({ err, image: prepared }, "empty-workspace image unusable; creating from the sandbox image");
-      return deps.sandboxes.create({ ...spec, image });
+      return deps.sandboxes.create({ ...sandboxSpec, image });
     });
     ref = info.ref;
     // An adopted sandbox (an earlier attempt's) says which image it was made from.

@@ -1,4 +1,4 @@
-import { checkedFetch } from "@tern/core";
+import { checkedFetch, type StartRequest } from "@tern/core";
 import { type RepoSnapshot, type RepoSnapshotKey, repoSnapshotsRepository, type SnapshotStageResults } from "@tern/db";
 import { SandboxLabel } from "@tern/sandbox";
 import type { WorkerDeps } from "../deps.ts";
@@ -68,6 +68,8 @@ interface SnapshotDraft {
 const draftSnapshot = async (ctx: StartContext): Promise<SnapshotDraft | null> => {
   const { deps, task } = ctx;
   if (!snapshotsEnabled(deps)) return null;
+  // Snapshots are of the default spec's sandboxes only.
+  if ((task.request as StartRequest).sandbox_spec_id) return null;
   // A request or an access the clone would refuse: null here, so PREPARING_REPOSITORY says why, as always.
   const spec = (() => {
     try {

@@ -15,6 +15,7 @@ import type { WorkerDeps } from "../deps.ts";
 import { isLivenessSettled, isWorkerAlive, redisKeptSince } from "../liveness.ts";
 import { releaseTaskSandbox } from "../pipeline/release-sandbox.ts";
 import { removeOrphanSnapshots } from "../pipeline/repo-snapshot.ts";
+import { removeRuntimeImagesOfSpecsGone } from "../sandbox/spec-image.ts";
 import { finishFailedStart } from "./conversation-start.ts";
 
 /**
@@ -39,6 +40,8 @@ export interface JanitorReport {
   lostSandboxes: string[];
   /** Repository snapshot images no row owns any more (their user removed, evicted, never recorded). */
   removedSnapshots: string[];
+  /** Runtime images of sandbox specs no longer offered. */
+  removedRuntimeImages: string[];
 }
 
 /** Why a sandbox should go, or null when something live owns it. */
@@ -237,8 +240,10 @@ export const runJanitor = async (deps: WorkerDeps): Promise<JanitorReport> => {
   const agedSandboxes = await removeAgedSandboxes(deps, deps.config.SANDBOX_MAX_AGE);
   const pausedSandboxes = await pauseIdleSandboxes(deps, deps.config.SANDBOX_IDLE_PAUSE);
   const removedSnapshots = await removeOrphanSnapshots(deps);
+  const removedRuntimeImages = await removeRuntimeImagesOfSpecsGone(deps);
   return {
     removedSnapshots,
+    removedRuntimeImages,
     removedContainers,
     expiredTasks,
     requeuedTasks: requeued,

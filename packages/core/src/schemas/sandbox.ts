@@ -30,6 +30,18 @@ export const sandboxRecordSchema = z
 
 export type SandboxRecord = z.infer<typeof sandboxRecordSchema>;
 
+/** An engine's runtime image of a spec. */
+export const sandboxSpecImageRecordSchema = z
+  .object({
+    engine_id: z.string(),
+    state: z.enum(["building", "ready", "failed"]),
+    image: z.string().nullable().meta({ description: "The engine's image, once built" }),
+    error: z.string().nullable().meta({ description: "Why the build failed, naming the step" }),
+    log: z.string().meta({ description: "The build's log (its end)" }),
+    updated_at: datetimeSchema,
+  })
+  .meta({ id: "SandboxSpecRuntimeImage" });
+
 /** An image this deployment offers, shaped as OpenHands' SandboxSpecInfo. */
 export const sandboxSpecRecordSchema = z
   .object({
@@ -38,7 +50,28 @@ export const sandboxSpecRecordSchema = z
     created_at: datetimeSchema.meta({ description: "When this deployment first offered it" }),
     initial_env: z.record(z.string(), z.string()),
     working_dir: z.string(),
+    added_by_admin: z.boolean().meta({
+      description:
+        "tern extension: named by an admin (POST /api/v1/sandbox-specs); false: an image of the configuration",
+    }),
+    runtime_images: z.array(sandboxSpecImageRecordSchema).meta({
+      description:
+        "tern extension: the image each engine made of this spec (its base image with tern's tools, the sandbox " +
+        "user and the workspace), built by the spec's first start there; none yet: no start has needed it. The " +
+        "default spec (SANDBOX_IMAGE) runs as it is and has none",
+    }),
   })
   .meta({ id: "SandboxSpecInfo" });
+
+/** A body of POST /api/v1/sandbox-specs. */
+export const sandboxSpecCreateSchema = z
+  .object({
+    id: z
+      .string()
+      .min(1)
+      .max(255)
+      .meta({ description: "The base image (any image on the engines)", example: "python:3.12" }),
+  })
+  .meta({ id: "SandboxSpecCreate" });
 
 export type SandboxSpecRecord = z.infer<typeof sandboxSpecRecordSchema>;

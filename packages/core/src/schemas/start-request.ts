@@ -142,6 +142,18 @@ export const startRequestSchema = z
       description: "`plan`: the agent is told to plan and not change files (default `default`)",
     }),
     public: z.boolean().nullable().optional().meta({ description: "Stored and echoed" }),
+    sandbox_spec_id: z
+      .string()
+      .max(255)
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "tern extension (not in OpenHands' request): the sandbox spec the conversation runs in, an id of GET " +
+          "/api/v1/sandbox-specs (its image). Absent: the default spec (SANDBOX_IMAGE). A spec's first start on an " +
+          "engine prepares its image (WAITING_FOR_SANDBOX, detail `preparing image …`)",
+        example: "python:3.12",
+      }),
     fresh: z
       .boolean()
       .nullable()

@@ -32,6 +32,7 @@ import * as m0500 from "./20261205_0500_snapshot_stage_results.ts";
 import * as m0510 from "./20261205_0510_sealed_client_agent.ts";
 import * as m0620 from "./20261206_0620_bash_purge.ts";
 import * as m0630 from "./20261206_0630_work_in_progress.ts";
+import * as m0700 from "./20261206_0700_sandbox_spec_images.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -68,4 +69,5 @@ export const migrations: Record<string, Migration> = {
   "20261205_0510_sealed_client_agent": m0510,
   "20261206_0620_bash_purge": m0620,
   "20261206_0630_work_in_progress": m0630,
+  "20261206_0700_sandbox_spec_images": m0700,
 };

@@ -315,6 +315,11 @@ export const startTasksRepository = (db: Kysely<Database>) => {
       });
     },
 
+    /** What the running stage is doing now (null: nothing to say); fenced like every stage write. */
+    setDetail(id: string, attempt: number, detail: string | null): Promise<boolean> {
+      return fencedUpdate(id, attempt, { detail });
+    },
+
     /** Keeps the setup script's output (already capped by the caller); fenced like every stage write. */
     async setSetupOutput(id: string, attempt: number, output: string): Promise<boolean> {
       const res = await db

@@ -192,6 +192,7 @@ export const prepareRuntimeImage = async (
   const found = await imageInfo(docker, tag);
   if (found) return { image: tag, built: false, baseId: baseInfo.Id, toolsVersion };
 
+  log(`building ${tag} of ${base} (${baseInfo.Id}), tools ${toolsVersion}`);
   const toolsTag = toolsImageTag(toolsVersion);
   if (!(await imageInfo(docker, toolsTag))) {
     await step("build the tools directory", async () => {

@@ -5,6 +5,7 @@ import type { ServiceDeps } from "../deps.ts";
 import { ownedConversation } from "../ownership.ts";
 import { assertQueueReady, withJobQueue } from "../queue-availability.ts";
 import { assertMessageSize, assertStartAllowed } from "../quotas.ts";
+import { type SandboxImagesConfig, specOfStart } from "../sandbox-specs.ts";
 import { agentSecretEnv, maskedSecrets, storeStartSecrets } from "../secrets.ts";
 import { assertModelAllowed } from "../settings.ts";
 import { enqueueRun } from "./runs.ts";
@@ -67,11 +68,15 @@ export const startConversation = async (
     | "workersAlive"
     | "onStartWaiting"
   > &
-    WarmStartDeps,
+    WarmStartDeps & { config?: SandboxImagesConfig },
   userId: string,
-  given: StartRequest,
+  asked: StartRequest,
 ): Promise<StartTask> => {
-  if (given.initial_message) assertMessageSize(given.initial_message.content, deps.limits);
+  if (asked.initial_message) assertMessageSize(asked.initial_message.content, deps.limits);
+  // The default spec is kept as none: such a start is like every other (warm sandboxes serve it).
+  const { sandbox_spec_id: askedSpec, ...unspecified } = asked;
+  const spec = await specOfStart(deps, askedSpec, "body");
+  const given: StartRequest = spec ? { ...unspecified, sandbox_spec_id: spec } : unspecified;
   const { secrets, ...rest } = given;
   const withSecrets = secrets && Object.keys(secrets).length > 0 ? secrets : null;
   // The task keeps (and echoes) the request with the secrets' names only; their values are sealed apart.

@@ -24,7 +24,8 @@ export interface WarmClaimed {
  * A start the API may serve from a warm row in its own transaction: one that needs no repository
  * (the warm sandbox holds the empty workspace and nothing else). A start with one goes to the queue.
  */
-export const isWarmClaimable = (request: StartRequest): boolean => !request.selected_repository;
+export const isWarmClaimable = (request: StartRequest): boolean =>
+  !request.selected_repository && !request.sandbox_spec_id;
 
 /**
  * A warm start, counted where it was served (the API), in the start metrics every start is counted

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { sandboxSpecRecordSchema } from "@tern/core";
-import { listSandboxSpecs, offeredImages } from "@tern/services";
+import { listSandboxSpecs, offeredImages, sandboxSpecImages } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { batchSchema, idQuery } from "../queries.ts";
 import { errorResponses, toSandboxSpecRecord } from "../records.ts";
@@ -24,10 +24,12 @@ const route = createRoute({
 export const registerBatchGetSandboxSpecs = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     const specs = new Map((await listSandboxSpecs(deps, offeredImages(deps.config))).map((s) => [s.id, s]));
+    const ids = c.req.valid("query").id;
+    const images = await sandboxSpecImages(deps, ids);
     return c.json(
-      c.req.valid("query").id.map((id) => {
+      ids.map((id) => {
         const spec = specs.get(id);
-        return spec ? toSandboxSpecRecord(spec) : null;
+        return spec ? toSandboxSpecRecord(spec, images.get(id)) : null;
       }),
       200,
     );

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { sandboxSpecRecordSchema } from "@tern/core";
-import { decodePageCursor, encodePageCursor, listSandboxSpecs, offeredImages } from "@tern/services";
+import { decodePageCursor, encodePageCursor, listSandboxSpecs, offeredImages, sandboxSpecImages } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { pageQuery, pageSchema } from "../queries.ts";
 import { errorResponses, toSandboxSpecRecord } from "../records.ts";
@@ -12,7 +12,8 @@ const route = createRoute({
   tags: ["Sandboxes"],
   summary: "The sandbox images this deployment offers",
   description:
-    "SANDBOX_IMAGE first (what new sandboxes run), then those of SANDBOX_IMAGES (e.g. what older sandboxes still run).",
+    "SANDBOX_IMAGE first (the default spec), then those of SANDBOX_IMAGES, then those admins named " +
+    "(POST /api/v1/sandbox-specs), each with its runtime images (tern extension).",
   request: { query: z.object(pageQuery) },
   responses: {
     200: {
@@ -23,7 +24,7 @@ const route = createRoute({
   },
 });
 
-// The list is the configuration's, short and fixed: a page's position is an index into it.
+// The list is short and changes rarely (the configuration's, then admins'): a page's position is an index into it.
 const position = z.object({ i: z.number().int().nonnegative() });
 const SCOPE = "sandbox-specs";
 
@@ -35,5 +36,9 @@ export const registerSearchSandboxSpecs = (router: Router, deps: ApiDeps) =>
     const page = specs.slice(from, from + limit);
     const next =
       from + limit < specs.length ? encodePageCursor(deps.config.cursorSecret, SCOPE, { i: from + limit }) : null;
-    return c.json({ items: page.map(toSandboxSpecRecord), next_page_id: next }, 200);
+    const images = await sandboxSpecImages(
+      deps,
+      page.map((s) => s.id),
+    );
+    return c.json({ items: page.map((s) => toSandboxSpecRecord(s, images.get(s.id))), next_page_id: next }, 200);
   });

@@ -18,7 +18,7 @@ const route = createRoute({
   request: {
     query: z.object({
       sandbox_spec_id: z.string().optional().openapi({
-        description: "An id of GET /api/v1/sandbox-specs; only the first (SANDBOX_IMAGE) starts new sandboxes",
+        description: "An id of GET /api/v1/sandbox-specs; absent: the default spec (SANDBOX_IMAGE)",
       }),
     }),
   },
@@ -31,10 +31,6 @@ const route = createRoute({
 
 export const registerStartSandbox = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    const sandbox = await startSandbox(
-      { ...deps, sandboxImage: deps.config.SANDBOX_IMAGE },
-      c.get("principal").userId,
-      c.req.valid("query").sandbox_spec_id ?? null,
-    );
+    const sandbox = await startSandbox(deps, c.get("principal").userId, c.req.valid("query").sandbox_spec_id ?? null);
     return c.json(toSandboxRecord(sandbox, deps.secretBox, deps.config), 200);
   });
