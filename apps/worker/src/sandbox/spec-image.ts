@@ -22,7 +22,7 @@ export const specOfStartTask = (
 const building = new Map<string, Promise<string>>();
 
 /** The start's detail while its image is prepared. */
-export const preparingImageDetail = (spec: string) => `preparing image ${spec} …`;
+const preparingImageDetail = (spec: string) => `preparing image ${spec} …`;
 
 /**
  * A stage of WAITING_FOR_SANDBOX for a spec other than the default: the spec's runtime image on this
