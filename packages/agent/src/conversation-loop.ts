@@ -1,4 +1,4 @@
-import { EventLimitError, metrics, type StoredEvent } from "@tern/core";
+import { EventLimitError, metrics, newEvent, type StoredEvent } from "@tern/core";
 import { condense, condenserLimits } from "./condenser/condense.ts";
 import { type CondensationReason, condensationReason } from "./condenser/plan.ts";
 import { estimateTokens } from "./condenser/tokens.ts";
@@ -47,6 +47,7 @@ const stepContextOf = async (run: RunScope, llm: LlmClient, facts: LlmChoiceFact
     runStartSeq: (await store.lastRunStartSeq(conversation.id)) ?? 0,
     maxOutputTokens: facts.maxOutputTokens,
     truncatedInARow: 0,
+    emptyReplies: 0,
   };
 };
 
@@ -132,10 +133,14 @@ const limitReached = async (
   }
   const maxIterations = Math.min(deps.settings.MAX_ITERATIONS, context.maxIterations ?? deps.settings.MAX_ITERATIONS);
   if (state.iterations >= maxIterations) {
+    // As OpenHands ends it: `error`, with the ConversationErrorEvent its clients wait for. The
+    // conversation is not over: a follow-up (or POST /run) starts a run with its own count.
+    run.log.info({ max_iterations: maxIterations }, "agent reached its maximum iterations");
     return endRun(run, "error", [
-      agentError(
-        `The agent reached its maximum of ${maxIterations} iterations (LLM calls) in this run without finishing. ` +
-          "Send a message or POST /run to let it continue.",
+      newEvent.conversationError(
+        "MaxIterationsReached",
+        `Agent reached maximum iterations limit (${maxIterations}). ` +
+          "Send a message or POST /run to let it continue from where it stopped.",
       ),
     ]);
   }

@@ -16,6 +16,7 @@ import {
 import { usageMetrics } from "./llm/usage-metrics.ts";
 import type { RunOutcome } from "./loop.ts";
 import { agentError, endRun, type RunScope } from "./scope.ts";
+import type { MetricsChange } from "./sink.ts";
 import { nudgeEvent, type StuckThresholds } from "./stuck-detector.ts";
 import { buildSystemPrompt } from "./system-prompt.ts";
 import { toolCallEvents } from "./tool-calls.ts";
@@ -41,6 +42,8 @@ export interface StepContext {
   maxOutputTokens: number | null;
   /** Replies cut by length in a row, up to now. */
   truncatedInARow: number;
+  /** Empty replies of the model in a row (each is nudged, up to a limit). */
+  emptyReplies: number;
 }
 
 /** How a step ended: the loop goes on, the run ends, or the request was too long for the provider. */
@@ -84,6 +87,32 @@ const observeCall = (llm: LlmClient, began: number, response: LlmResponse) => {
   metrics.llmTokens.inc({ model, kind: "completion" }, response.usage.completionTokens);
 };
 
+/** Empty replies in a row the model is nudged after; one more ends the run. */
+const MAX_EMPTY_REPLY_NUDGES = 2;
+
+const emptyReplyNudge =
+  "Your last reply was empty: no text and no tool call. Continue with the task: call a tool, or, if the task " +
+  "is done, call finish with a short summary.";
+
+/**
+ * A reply with neither text nor a call is no answer (it would end the run as `finished`): the model
+ * is nudged, at most twice in a row, and its usage counted; a third ends the run in error.
+ */
+const emptyReply = async (run: RunScope, s: StepContext, usage: MetricsChange): Promise<StepResult> => {
+  s.emptyReplies += 1;
+  if (s.emptyReplies > MAX_EMPTY_REPLY_NUDGES) {
+    run.log.warn({ replies: s.emptyReplies }, "the model keeps replying with nothing; the run ends");
+    const error = agentError(
+      `The model replied with nothing (no text, no tool call) ${s.emptyReplies} times in a row, after ` +
+        `${MAX_EMPTY_REPLY_NUDGES} reminders. Send a message to let it try again.`,
+    );
+    return { next: "end", outcome: await endRun(run, "error", [error], usage) };
+  }
+  run.log.info({ replies: s.emptyReplies }, "empty reply from the model; nudging it");
+  s.spent = (await run.sink.appendStep([nudgeEvent(emptyReplyNudge)], usage)).accumulatedCost;
+  return { next: "continue" };
+};
+
 /**
  * The dispatch of a reply: its calls (or its message) and its usage in one write; calls that wait
  * for the user's confirmation end the run, stored and not run. `historySeq`: what the model had
@@ -108,6 +137,8 @@ const dispatchReply = async (
     run.log.info({ calls: calls.length }, "tool calls wait for the user's confirmation");
     return { next: "end", outcome: await endRun(run, "waiting_for_confirmation", calls, usage) };
   }
+  if (response.toolCalls.length === 0 && response.text.trim() === "") return emptyReply(run, s, usage);
+  s.emptyReplies = 0;
   const drafts: EventDraft[] =
     response.toolCalls.length === 0
       ? [

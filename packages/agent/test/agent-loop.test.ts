@@ -197,7 +197,7 @@ describe.each<LlmProvider>(["openai", "anthropic"])("agent loop with %s", (provi
     expect(statusChanges(events)).toEqual(["running", "error"]);
   });
 
-  it("stops at MAX_ITERATIONS with an error the user can act on", async () => {
+  it("stops at MAX_ITERATIONS as OpenHands does (MaxIterationsReached), and a follow-up continues", async () => {
     const { conversationId } = await fx.newConversation({ message: "Count forever." });
     fx.llm.push(
       { toolCalls: [call("terminal", { command: "echo 1" })] },
@@ -211,8 +211,36 @@ describe.each<LlmProvider>(["openai", "anthropic"])("agent loop with %s", (provi
     const events = await fx.events(conversationId);
     expect(of(events, "ActionEvent")).toHaveLength(3);
     expect(of(events, "ObservationEvent")).toHaveLength(3);
-    expect(String(of(events, "AgentErrorEvent")[0]?.payload.error)).toMatch(/maximum of 3 iterations \(LLM calls\)/);
+    // OpenHands' clients wait for this event: from the environment, with its code.
+    const [limit] = of(events, "ConversationErrorEvent");
+    expect(limit?.source).toBe("environment");
+    expect(limit?.payload).toMatchObject({ code: "MaxIterationsReached" });
+    expect(String(limit?.payload.detail)).toMatch(/maximum iterations limit \(3\)/);
+    expect(of(events, "AgentErrorEvent")).toHaveLength(0);
     expect(events.at(-1)?.payload).toEqual({ key: "execution_status", value: "error" });
+    // A follow-up continues the task in a run with a count of its own.
+    await fx.sayToAgent(conversationId, "Go on.");
+    fx.llm.push({ toolCalls: [call("terminal", { command: "echo 4" })] }, { text: "Counted to 4." });
+    const again = await fx.run(conversationId, provider, 3);
+    expect(again.conversation.executionStatus).toBe("finished");
+    expect(of(await fx.events(conversationId), "ObservationEvent")).toHaveLength(4);
+  });
+
+  it("nudges an empty reply, twice at most, before the run ends", async () => {
+    const { conversationId } = await fx.newConversation({ message: "Say hello." });
+    const nudges = (events: StoredEvent[]) =>
+      events.filter((e) => e.kind === "MessageEvent" && e.source === "environment");
+    fx.llm.push({ text: "" }, { text: "Hello." });
+    expect((await fx.run(conversationId, provider)).conversation.executionStatus).toBe("finished");
+    expect(nudges(await fx.events(conversationId))).toHaveLength(1);
+    await fx.sayToAgent(conversationId, "Again.");
+    fx.llm.push({ text: "" }, { text: "" }, { text: "" }, { text: "never asked" });
+    expect((await fx.run(conversationId, provider)).conversation.executionStatus).toBe("error");
+    expect(fx.llm.remaining()).toBe(1);
+    const events = await fx.events(conversationId);
+    expect(nudges(events)).toHaveLength(3);
+    expect(String(of(events, "AgentErrorEvent").at(-1)?.payload.error)).toMatch(/nothing .* 3 times in a row/);
+    fx.llm.clear();
   });
 
   it("detects a stuck loop: the same action with the same result four times", async () => {

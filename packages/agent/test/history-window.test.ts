@@ -117,7 +117,7 @@ describe("the history the model is sent", () => {
     expect(step).toBe(25);
     const events = await fx.events(conversationId);
     expect(events.filter((e) => e.kind === "CondensationEvent").length).toBeGreaterThan(1);
-    expect(JSON.stringify(events.at(-2)?.payload)).toMatch(/maximum of 25 iterations \(LLM calls\)/);
+    expect(JSON.stringify(events.at(-2)?.payload)).toMatch(/maximum iterations limit \(25\)/);
   });
 });
 

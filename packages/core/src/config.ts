@@ -142,7 +142,7 @@ export const configFields = {
       message: "each entry must be * or an http(s) URL",
     },
   ),
-  MAX_ITERATIONS: int(1, 10_000).default(100),
+  MAX_ITERATIONS: int(1, 10_000).default(500),
   API_KEY_MAX_LIFETIME_DAYS: int(1, 36_500).default(DEFAULT_API_KEY_MAX_LIFETIME_DAYS),
   CURSOR_SECRET: z.preprocess(emptyAsUndefined, z.string().min(16).optional()),
   /** Keys that seal what users hand us (secret-box.ts): comma-separated, the first one seals. */

@@ -204,6 +204,18 @@ export const eventSchema = z
         "The user stopped the agent now (POST /interrupt): the LLM call in flight was cancelled and the running " +
         "command got Ctrl-C; a PauseEvent follows",
     }),
+    z
+      .object({
+        ...head("ConversationErrorEvent"),
+        code: z.string().meta({ description: "What ended the run, e.g. MaxIterationsReached" }),
+        detail: z.string(),
+      })
+      .meta({
+        id: "ConversationErrorEvent",
+        description:
+          "The run ended in error for a reason of the conversation's, not the model's (OpenHands' event of that " +
+          "name): never sent to the model",
+      }),
   ])
   .meta({ id: "Event" });
 
@@ -306,6 +318,7 @@ export const newEvent = {
   pause: () => draft("PauseEvent", "user", {}),
   condensation: (payload: EventPayload<"CondensationEvent">) => draft("CondensationEvent", "environment", payload),
   interrupt: () => draft("InterruptEvent", "user", {}),
+  conversationError: (code: string, detail: string) => draft("ConversationErrorEvent", "environment", { code, detail }),
   userReject: (action: { id: string; tool_name: string; tool_call_id: string }, reason: string) =>
     draft("UserRejectObservation", "user", {
       tool_name: action.tool_name,

@@ -2066,7 +2066,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent" | "ConversationErrorEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2162,7 +2162,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent" | "ConversationErrorEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -2273,7 +2273,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["UserRejectObservation"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"] | null)[];
+                        "application/json": (components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["UserRejectObservation"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"] | components["schemas"]["ConversationErrorEvent"] | null)[];
                     };
                 };
                 /** @description Malformed request or page_id */
@@ -2456,7 +2456,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description Only events of this kind */
-                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent";
+                    kind__eq?: "MessageEvent" | "ActionEvent" | "ObservationEvent" | "UserRejectObservation" | "AgentErrorEvent" | "SystemPromptEvent" | "ConversationStateUpdateEvent" | "PauseEvent" | "CondensationEvent" | "InterruptEvent" | "ConversationErrorEvent";
                     /** @description Events at or after this time (inclusive); ISO 8601, no zone means UTC */
                     timestamp__gte?: string;
                     /** @description Events before this time (exclusive); ISO 8601, no zone means UTC */
@@ -5584,7 +5584,7 @@ export interface components {
             /** @description Give as page_id for the next page; null at the end */
             next_page_id: string | null;
         };
-        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["UserRejectObservation"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"];
+        Event: components["schemas"]["MessageEvent"] | components["schemas"]["ActionEvent"] | components["schemas"]["ObservationEvent"] | components["schemas"]["UserRejectObservation"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["SystemPromptEvent"] | components["schemas"]["ConversationStateUpdateEvent"] | components["schemas"]["PauseEvent"] | components["schemas"]["CondensationEvent"] | components["schemas"]["InterruptEvent"] | components["schemas"]["ConversationErrorEvent"];
         /** @description A message from the user or an answer from the agent */
         MessageEvent: {
             /** Format: uuid */
@@ -5605,6 +5605,19 @@ export interface components {
                 /** @enum {string} */
                 role: "user" | "assistant";
                 content: components["schemas"]["MessageContent"][];
+                /** @description The model's reasoning as text, when it shows it (first call of a response only) */
+                reasoning_content?: string | null;
+                /** @description Anthropic's thinking blocks of the response, with their signatures */
+                thinking_blocks?: ({
+                    /** @enum {string} */
+                    type: "thinking";
+                    thinking: string;
+                    signature?: string | null;
+                } | {
+                    /** @enum {string} */
+                    type: "redacted_thinking";
+                    data: string;
+                })[];
             };
             activated_skills?: string[];
             /** @description Calls of one LLM response share it */
@@ -5634,6 +5647,19 @@ export interface components {
             tool_call_id: string;
             /** @description The assistant's text that came with the call (first call of a response only) */
             thought: components["schemas"]["TextContent"][];
+            /** @description The model's reasoning as text, when it shows it (first call of a response only) */
+            reasoning_content?: string | null;
+            /** @description Anthropic's thinking blocks of the response, with their signatures */
+            thinking_blocks?: ({
+                /** @enum {string} */
+                type: "thinking";
+                thinking: string;
+                signature?: string | null;
+            } | {
+                /** @enum {string} */
+                type: "redacted_thinking";
+                data: string;
+            })[];
             /** @description The validated arguments of the call */
             action: {
                 /** @description e.g. TerminalAction */
@@ -5757,6 +5783,19 @@ export interface components {
             history_seq?: number;
             /** @description The assistant's text that came with the call (first call of a response only) */
             thought?: components["schemas"]["TextContent"][];
+            /** @description The model's reasoning as text, when it shows it (first call of a response only) */
+            reasoning_content?: string | null;
+            /** @description Anthropic's thinking blocks of the response, with their signatures */
+            thinking_blocks?: ({
+                /** @enum {string} */
+                type: "thinking";
+                thinking: string;
+                signature?: string | null;
+            } | {
+                /** @enum {string} */
+                type: "redacted_thinking";
+                data: string;
+            })[];
         };
         /** @description The agent's system prompt and tools */
         SystemPromptEvent: {
@@ -5869,6 +5908,26 @@ export interface components {
              * @example 2026-11-22T21:11:34.123456Z
              */
             timestamp: string;
+        };
+        /** @description The run ended in error for a reason of the conversation's, not the model's (OpenHands' event of that name): never sent to the model */
+        ConversationErrorEvent: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "ConversationErrorEvent";
+            /** @enum {string} */
+            source: "agent" | "user" | "environment";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T21:11:34.123456Z
+             */
+            timestamp: string;
+            /** @description What ended the run, e.g. MaxIterationsReached */
+            code: string;
+            detail: string;
         };
         Success: {
             success: boolean;

@@ -91,6 +91,7 @@ const sampleEvents: { [K in EventKind]: (n: number) => EventDraftOf<K> } = {
       llm_response_id: `condensation-response-${n}`,
     }),
   InterruptEvent: () => newEvent.interrupt(),
+  ConversationErrorEvent: (n) => newEvent.conversationError("MaxIterationsReached", `limit ${n}`),
 };
 
 /** A small, valid event of `kind` numbered `n` (its ids and texts say n), as the agent or the user writes it. */

@@ -216,6 +216,10 @@
         box.classList.add("error");
         box.append(el("div", "text", ev.error));
         break;
+      case "ConversationErrorEvent":
+        box.classList.add("error");
+        box.append(el("div", "text", ev.detail));
+        break;
       case "ConversationStateUpdateEvent":
         if (ev.key === "llm_retry") {
           box.classList.add("retry");
