@@ -28,5 +28,17 @@ describe("which models take images", () => {
         isError: false,
       },
     ]);
+    // A model the table does not know: the user's own images go as sent, a tool's get the note.
+    expect(imagesFor("scripted", messages)).toEqual([
+      messages[0],
+      messages[1],
+      {
+        role: "tool",
+        toolCallId: "c",
+        toolName: "file_editor",
+        text: "[2 images were left out here: the model scripted does not accept images.]",
+        isError: false,
+      },
+    ]);
   });
 });
