@@ -249,7 +249,15 @@ const SANDBOX_KEY_ONLY: Record<string, string> = {
   "GET /api/v1/sandboxes/{id}/settings/secrets/{name}": "one secret's value, for a sandbox's agent server",
 };
 
-const listed = (r: string) => r in OWNER_CALLS || r in SHARED_IDS || r in SANDBOX_KEY_ONLY;
+/**
+ * Operations only an admin key opens: every user's key, Alice's included, gets 403 before any id
+ * is looked up, so Bob's answer cannot tell her ids from unknown ones.
+ */
+const ADMIN_ONLY: Record<string, string> = {
+  "DELETE /api/v1/sandbox-specs": "a spec is the deployment's, removed by an admin",
+};
+
+const listed = (r: string) => r in OWNER_CALLS || r in SHARED_IDS || r in SANDBOX_KEY_ONLY || r in ADMIN_ONLY;
 
 const idSlotsOf = (op: Operation) =>
   op.parameters.filter((p) => (p.in === "path" && isIdParam(p.name)) || (p.in === "query" && ID_QUERY.test(p.name)));
@@ -366,9 +374,12 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
       "routes with an id, not listed",
     ).toEqual([]);
     expect(
-      [...Object.keys(OWNER_CALLS), ...Object.keys(SHARED_IDS), ...Object.keys(SANDBOX_KEY_ONLY)].filter(
-        (r) => !withIds.includes(r),
-      ),
+      [
+        ...Object.keys(OWNER_CALLS),
+        ...Object.keys(SHARED_IDS),
+        ...Object.keys(SANDBOX_KEY_ONLY),
+        ...Object.keys(ADMIN_ONLY),
+      ].filter((r) => !withIds.includes(r)),
       "listed, but not in the document",
     ).toEqual([]);
     // The positive control is only one if the owner's expected answer is not the stranger's.
@@ -430,14 +441,16 @@ describe("the cross-tenant matrix, every route of the OpenAPI document", () => {
         continue;
       }
       covered.add(`${op.method} ${op.path}`);
-      if (`${op.method} ${op.path}` in SANDBOX_KEY_ONLY) {
+      const refusedFirst =
+        `${op.method} ${op.path}` in SANDBOX_KEY_ONLY ? 401 : `${op.method} ${op.path}` in ADMIN_ONLY ? 403 : null;
+      if (refusedFirst !== null) {
         const res = await ask(
           op,
           Object.fromEntries(slots.map((slot) => [slot.name, aliceIds.conversation as string])),
         );
         const text = await answerText(op, res);
         asked.push({ op, slot: "-", id: "-", status: res.status, text });
-        expect(res.status, `${op.method} ${op.path}: ${text.slice(0, 200)}`).toBe(401);
+        expect(res.status, `${op.method} ${op.path}: ${text.slice(0, 200)}`).toBe(refusedFirst);
         continue;
       }
       for (const slot of slots) {
