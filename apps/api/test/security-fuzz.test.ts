@@ -201,7 +201,7 @@ const SANDBOX_KEY_ONLY = new Set([
 ]);
 
 /** Operations only an admin key may call: asked with one. */
-const ADMIN_ONLY = new Set(["POST /api/v1/users"]);
+const ADMIN_ONLY = new Set(["POST /api/v1/users", "POST /api/v1/sandbox-specs", "DELETE /api/v1/sandbox-specs"]);
 
 /** A well-formed id that names nothing: the handler answers it (404), the validator lets it through. */
 const absentId = () =>
