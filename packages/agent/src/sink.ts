@@ -1,9 +1,11 @@
 import type {
+  AgentHistoryRead,
   ConfirmationPolicy,
   Conversation,
   ConversationMetrics,
   EventDraft,
   ExecutionStatus,
+  RunProgress,
   StoredEvent,
 } from "@tern/core";
 import type { SandboxRef } from "@tern/sandbox";
@@ -17,22 +19,6 @@ import type { SandboxRef } from "@tern/sandbox";
 export interface MetricsChange {
   add?: Partial<ConversationMetrics>;
   set?: Partial<ConversationMetrics>;
-}
-
-/** What the agent reads at one step. */
-export interface AgentHistoryRead {
-  /** The system prompt and the first user message, when they come before `recent`. */
-  head: StoredEvent[];
-  /** The events from the latest condensation's kept tail on (all of them before any condensation), in order. */
-  recent: StoredEvent[];
-}
-
-/** What a run's checks need of its whole length. */
-export interface RunProgress {
-  /** LLM responses of the agent since the run began. */
-  iterations: number;
-  /** A PauseEvent arrived since the run began. */
-  pauseRequested: boolean;
 }
 
 /** The conversation's sandbox: ref null when it is gone (or never made); paused: by the user. */

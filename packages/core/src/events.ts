@@ -258,6 +258,22 @@ export type StoredEvent = {
     payload: EventPayload<K>;
   };
 }[EventKind];
+/** What the agent reads at one step (the events repository's readForAgent). */
+export interface AgentHistoryRead {
+  /** The system prompt and the first user message, when they come before `recent`. */
+  head: StoredEvent[];
+  /** The events from the latest condensation's kept tail on (all of them before any condensation), in order. */
+  recent: StoredEvent[];
+}
+
+/** What a run's checks need of its whole length, counted in the database (runProgress). */
+export interface RunProgress {
+  /** LLM responses of the agent since the run began. */
+  iterations: number;
+  /** A PauseEvent arrived since the run began. */
+  pauseRequested: boolean;
+}
+
 /** The stored events of the given kinds (an Extract, so a filter over any StoredEvent[] may narrow to it). */
 export type StoredEventOf<K extends EventKind> = Extract<StoredEvent, { kind: K }>;
 

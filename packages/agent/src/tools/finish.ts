@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineTool, textContent } from "./tool.ts";
+import { defineTool, speechTraits, textContent } from "./tool.ts";
 
 /** `finish`: OpenHands' FinishTool. Its message is the agent's last word of the run. */
 export const finishTool = defineTool({
@@ -8,15 +8,7 @@ export const finishTool = defineTool({
   args: z.object({
     message: z.string().describe("A short summary of what was done, for the user."),
   }),
-  traits: {
-    instant: true,
-    slow: false,
-    recorded: true,
-    needsSandbox: false,
-    readsStoredEvents: false,
-    actionKind: "FinishAction",
-    defaultRisk: "LOW",
-  },
+  traits: speechTraits("FinishAction"),
   agentServer: { names: ["FinishTool", "finish"], default: true },
   run: async ({ message }) => ({
     text: message,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineTool, textContent } from "./tool.ts";
+import { defineTool, speechTraits, textContent } from "./tool.ts";
 
 /** `think`: OpenHands' ThinkTool. Changes nothing; the thought stays in the history. */
 export const thinkTool = defineTool({
@@ -8,15 +8,7 @@ export const thinkTool = defineTool({
   args: z.object({
     thought: z.string().describe("Your reasoning, kept in the history; changes nothing."),
   }),
-  traits: {
-    instant: true,
-    slow: false,
-    recorded: true,
-    needsSandbox: false,
-    readsStoredEvents: false,
-    actionKind: "ThinkAction",
-    defaultRisk: "LOW",
-  },
+  traits: speechTraits("ThinkAction"),
   agentServer: { names: ["ThinkTool", "think"], default: true },
   run: async () => {
     const text = "Your thought has been logged.";

@@ -74,6 +74,18 @@ export const defineTool = <const Name extends string, Args extends z.ZodType>(
 
 export const textContent = (text: string) => [{ type: "text" as const, text }];
 
+/** The traits of a tool that only speaks (finish, think): answered at once, recorded, touching nothing. */
+export const speechTraits = <K extends string>(actionKind: K) =>
+  ({
+    instant: true,
+    slow: false,
+    recorded: true,
+    needsSandbox: false,
+    readsStoredEvents: false,
+    actionKind,
+    defaultRisk: "LOW",
+  }) as const;
+
 /** What an MCP tool is to the loop: run from the worker (or its own stdio server), never recorded. */
 export const mcpToolTraits: ToolTraits = {
   instant: false,

@@ -1,4 +1,13 @@
-import { type EventDraft, EventLimitError, metrics, newId, parseStoredEvent, type StoredEvent } from "@tern/core";
+import {
+  type AgentHistoryRead,
+  type EventDraft,
+  EventLimitError,
+  metrics,
+  newId,
+  parseStoredEvent,
+  type RunProgress,
+  type StoredEvent,
+} from "@tern/core";
 import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
 import type { Database } from "../schema.ts";
 import { type EventColumns, toEvent } from "./events-search.ts";
@@ -9,22 +18,6 @@ const conversationExists = async (db: Kysely<Database>, conversationId: string) 
   !!(await db.selectFrom("conversations").select("id").where("id", "=", conversationId).executeTakeFirst());
 
 const toStored = (r: EventRow): StoredEvent => parseStoredEvent({ ...r, conversationId: r.conversation_id });
-
-/** What the agent reads at one step (readForAgent). */
-export interface AgentHistoryRead {
-  /** The system prompt and the first user message, when they come before `recent`. */
-  head: StoredEvent[];
-  /** The events from the latest condensation's kept tail on (all of them before any condensation), in order. */
-  recent: StoredEvent[];
-}
-
-/** What a run's checks need of its whole length, counted in the database (runProgress). */
-export interface RunProgress {
-  /** LLM responses of the agent since the run began. */
-  iterations: number;
-  /** A PauseEvent arrived since the run began. */
-  pauseRequested: boolean;
-}
 
 /** Conditions and extra writes a run's append carries in its one statement (agentRunsRepository). */
 export interface AppendGuard {
