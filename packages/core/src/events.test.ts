@@ -152,6 +152,7 @@ describe("the event union", () => {
       "PauseEvent",
       "CondensationEvent",
       "InterruptEvent",
+      "ConversationErrorEvent",
     ]);
     expect(eventSchema.options.map((o) => o.meta()?.id)).toEqual(eventKinds);
   });
@@ -231,6 +232,7 @@ describe("the event union", () => {
         reason: "events",
       }),
       newEvent.interrupt(),
+      newEvent.conversationError("MaxIterationsReached", "Agent reached the maximum iterations limit (500)."),
     ];
     expect(new Set(drafts.map((d) => d.kind))).toEqual(new Set(eventKinds));
     drafts.forEach((d, i) => {

@@ -209,6 +209,16 @@ export const eventSchema = z
         ...head("ConversationErrorEvent"),
         code: z.string().meta({ description: "What ended the run, e.g. MaxIterationsReached" }),
         detail: z.string(),
+        classification: z
+          .object({
+            kind: z.enum(["auth", "quota", "rate_limit", "config", "transient", "agent_action", "internal", "unknown"]),
+            retryable: z.boolean(),
+            user_action: z.enum(["none", "retry", "settings"]),
+            error_id: z.string().nullable(),
+          })
+          .nullable()
+          .optional()
+          .meta({ description: "OpenHands' safe error semantics for API consumers (its classify_error of the code)" }),
       })
       .meta({
         id: "ConversationErrorEvent",
@@ -334,7 +344,18 @@ export const newEvent = {
   pause: () => draft("PauseEvent", "user", {}),
   condensation: (payload: EventPayload<"CondensationEvent">) => draft("CondensationEvent", "environment", payload),
   interrupt: () => draft("InterruptEvent", "user", {}),
-  conversationError: (code: string, detail: string) => draft("ConversationErrorEvent", "environment", { code, detail }),
+  /** OpenHands' classify_error for the codes tern ends a run with; any other is "unknown". */
+  conversationError: (code: string, detail: string) =>
+    draft("ConversationErrorEvent", "environment", {
+      code,
+      detail,
+      classification: {
+        kind: code === "MaxIterationsReached" ? "agent_action" : "unknown",
+        retryable: false,
+        user_action: "none",
+        error_id: null,
+      },
+    }),
   userReject: (action: { id: string; tool_name: string; tool_call_id: string }, reason: string) =>
     draft("UserRejectObservation", "user", {
       tool_name: action.tool_name,

@@ -3471,7 +3471,7 @@ export interface paths {
         post: {
             parameters: {
                 query?: {
-                    /** @description An id of GET /api/v1/sandbox-specs; only the first (SANDBOX_IMAGE) starts new sandboxes */
+                    /** @description An id of GET /api/v1/sandbox-specs; absent: the default spec (SANDBOX_IMAGE) */
                     sandbox_spec_id?: string;
                 };
                 header?: never;
@@ -3990,7 +3990,7 @@ export interface paths {
         };
         /**
          * The sandbox images this deployment offers
-         * @description SANDBOX_IMAGE first (what new sandboxes run), then those of SANDBOX_IMAGES (e.g. what older sandboxes still run).
+         * @description SANDBOX_IMAGE first (the default spec), then those of SANDBOX_IMAGES, then those admins named (POST /api/v1/sandbox-specs), each with its runtime images (tern extension).
          */
         get: {
             parameters: {
@@ -4129,8 +4129,161 @@ export interface paths {
             };
         };
         put?: never;
-        post?: never;
-        delete?: never;
+        /**
+         * Name a base image as a sandbox spec (admin keys only)
+         * @description tern extension. Any image on the engines (never pulled by tern): a start picks it with `sandbox_spec_id`. Its first start on an engine builds its runtime image there (the image with tern's tools, the sandbox user and the workspace added, nothing of the image run), once per image digest and tools version.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["SandboxSpecCreate"];
+                };
+            };
+            responses: {
+                /** @description The spec */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SandboxSpecInfo"];
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The caller's key is not an admin key */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /**
+         * Remove a spec an admin named (admin keys only)
+         * @description tern extension. New starts can no longer pick it; sandboxes running it keep running, and each engine's janitor removes its runtime image once none runs from it. The configuration's specs go with the configuration.
+         */
+        delete: {
+            parameters: {
+                query: {
+                    id: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Removed */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            success: boolean;
+                        };
+                    };
+                };
+                /** @description Malformed request or page_id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No key, or an unknown, revoked or expired one */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The caller's key is not an admin key */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No spec an admin named has this id */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; the message names the field */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit (code rate_limited) or quota (code quota_exceeded) exceeded; Retry-After says when to try again, RateLimit-Limit/-Remaining/-Reset describe the key's budget (also on successful answers) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -5397,6 +5550,11 @@ export interface components {
             agent_type?: "default" | "plan";
             /** @description Stored and echoed */
             public?: boolean | null;
+            /**
+             * @description tern extension (not in OpenHands' request): the sandbox spec the conversation runs in, an id of GET /api/v1/sandbox-specs (its image). Absent: the default spec (SANDBOX_IMAGE). A spec's first start on an engine prepares its image (WAITING_FOR_SANDBOX, detail `preparing image …`)
+             * @example python:3.12
+             */
+            sandbox_spec_id?: string | null;
             /** @description tern: `true` clones and runs `.openhands/setup.sh` anew, never starting from a snapshot of an earlier start of the same repository and commit (the new sandbox then replaces that snapshot) */
             fresh?: boolean | null;
         };
@@ -5928,6 +6086,15 @@ export interface components {
             /** @description What ended the run, e.g. MaxIterationsReached */
             code: string;
             detail: string;
+            /** @description OpenHands' safe error semantics for API consumers (its classify_error of the code) */
+            classification?: {
+                /** @enum {string} */
+                kind: "auth" | "quota" | "rate_limit" | "config" | "transient" | "agent_action" | "internal" | "unknown";
+                retryable: boolean;
+                /** @enum {string} */
+                user_action: "none" | "retry" | "settings";
+                error_id: string | null;
+            } | null;
         };
         Success: {
             success: boolean;
@@ -6046,6 +6213,33 @@ export interface components {
                 [key: string]: string;
             };
             working_dir: string;
+            /** @description tern extension: named by an admin (POST /api/v1/sandbox-specs); false: an image of the configuration */
+            added_by_admin: boolean;
+            /** @description tern extension: the image each engine made of this spec (its base image with tern's tools, the sandbox user and the workspace), built by the spec's first start there; none yet: no start has needed it. The default spec (SANDBOX_IMAGE) runs as it is and has none */
+            runtime_images: components["schemas"]["SandboxSpecRuntimeImage"][];
+        };
+        SandboxSpecRuntimeImage: {
+            engine_id: string;
+            /** @enum {string} */
+            state: "building" | "ready" | "failed";
+            /** @description The engine's image, once built */
+            image: string | null;
+            /** @description Why the build failed, naming the step */
+            error: string | null;
+            /** @description The build's log (its end) */
+            log: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T21:11:34.123456Z
+             */
+            updated_at: string;
+        };
+        SandboxSpecCreate: {
+            /**
+             * @description The base image (any image on the engines)
+             * @example python:3.12
+             */
+            id: string;
         };
         UserInfo: {
             llm_model: string | null;
