@@ -2,6 +2,7 @@
 import { mkdirSync } from "node:fs";
 import { newEvent, toHexId } from "@tern/core";
 import { eventsRepository, sandboxesRepository } from "@tern/db";
+import { readOnlyKeyOf } from "@tern/services";
 import { createConversationFixture, sampleEvent, scaled } from "@tern/testing";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -153,12 +154,13 @@ describe("the conversation page", () => {
     await context.close();
   }, 60_000);
 
-  it("a session key opens its own conversation read-only", async () => {
-    const { conversationId, sessionApiKey } = await createConversationFixture(db(), { userId });
+  it("a conversation's read-only key opens it read-only", async () => {
+    const { conversationId } = await createConversationFixture(db(), { userId });
+    const readOnlyKey = await readOnlyKeyOf({ db: db() }, conversationId);
     await eventsRepository(db()).append(conversationId, [sampleEvent("MessageEvent", 1)]);
     const context = await browser.createBrowserContext();
     const page = await context.newPage();
-    await signIn(page, `${t.url()}/conversations/${toHexId(conversationId)}`, sessionApiKey);
+    await signIn(page, `${t.url()}/conversations/${toHexId(conversationId)}`, readOnlyKey);
     await page.waitForFunction(() => document.querySelectorAll("#events article").length === 1);
     expect(await page.$eval("#follow-up", (e) => (e as HTMLElement).hidden)).toBe(true);
     expect(await page.$eval("#read-only", (e) => (e as HTMLElement).hidden)).toBe(false);
