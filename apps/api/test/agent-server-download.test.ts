@@ -18,6 +18,7 @@ let userId: string;
 const driver = testSandboxDriver();
 const CANARY = "ROOT-ONLY-CANARY-9f41c2";
 const TRIES = 300;
+const IN_FLIGHT = 6;
 
 beforeAll(async () => {
   api = await startTestApi({ worker: true });
@@ -54,7 +55,7 @@ describe("agent-server download", () => {
 
     const answers = new Map<string, number>();
     let leaked = 0;
-    for (let i = 0; i < TRIES; i++) {
+    const download = async () => {
       const res = await fetch(
         `${api.url}/agent/${toHexId(sandboxId)}/api/file/download?path=/workspace/project/d/tern-canary`,
         { headers: { authorization: `Bearer ${key}` } },
@@ -63,6 +64,11 @@ describe("agent-server download", () => {
       if (text.includes(CANARY)) leaked++;
       const label = `${res.status} ${res.status === 200 ? text : ((JSON.parse(text) as { detail?: string }).detail ?? "")}`;
       answers.set(label, (answers.get(label) ?? 0) + 1);
+    };
+    // A few downloads in flight at once, as an attacker would send them: each waits on its own
+    // exec in the sandbox, so together they take a fraction of the time one after another does.
+    for (let i = 0; i < TRIES; i += IN_FLIGHT) {
+      await Promise.all(Array.from({ length: Math.min(IN_FLIGHT, TRIES - i) }, download));
     }
     await driver
       .exec(sandboxRef, { cmd: ["sh", "-c", "pkill -f 'ln -s /etc d' ; pkill sh; true"] })
