@@ -499,9 +499,14 @@ describe("confirmation mode", () => {
       await page.click("#sign-in-form button[type=submit]");
       await page.waitForSelector("#confirmation:not([hidden])");
       const shown = await page.$$eval("#pending-actions li", (els) =>
-        els.map((e) => [e.querySelector(".risk")?.textContent, e.querySelector(".summary")?.textContent]),
+        els.map((e) => [
+          e.querySelector(".risk")?.textContent,
+          e.querySelector(".tool")?.textContent,
+          e.querySelector(".summary")?.textContent,
+        ]),
       );
-      expect(shown).toEqual([["HIGH", "note page-approved"]]);
+      // A tool of the agent's registry by its name; one of an MCP server's would say so.
+      expect(shown).toEqual([["HIGH", "terminal", "note page-approved"]]);
       await page.click("#approve");
       // The next call waits in turn: the list shows it, live.
       await page.waitForFunction(

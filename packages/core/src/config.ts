@@ -19,6 +19,10 @@ const url = (protocols: string[]) =>
 /** The longest an API key may live; the default of API_KEY_MAX_LIFETIME_DAYS, for callers without a config. */
 export const DEFAULT_API_KEY_MAX_LIFETIME_DAYS = 365;
 
+/** The reasoning efforts a model may be asked for (ReasoningEffort in OpenAI's OpenAPI document). */
+export const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"] as const;
+export type ReasoningEffort = (typeof reasoningEfforts)[number];
+
 /** A comma-separated list; empty when unset. */
 const list = z.preprocess(
   (v) =>
@@ -125,7 +129,7 @@ export const configFields = {
   /** `reasoning_effort` for the models that take it, unless a user or a conversation sets one; unset: the provider's default. */
   LLM_REASONING_EFFORT: z.preprocess(
     emptyAsUndefined,
-    z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).optional(),
+    z.enum(reasoningEfforts).optional(),
   ),
   /** Native tool calls: `auto` (as the model table says of the model), `on`, or `off` (tools described in the prompt). */
   LLM_NATIVE_TOOL_CALLS: z.enum(["auto", "on", "off"]).default("auto"),

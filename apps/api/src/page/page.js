@@ -1,10 +1,11 @@
 // The conversation page (served by the API, no build step, no CDN). Every text from the API is put
 // on the page with textContent, never parsed as HTML: an event holding <script> stays text.
 
-// TERN_ENUMS is written above this script by the server (page/routes.ts), from @tern/core's lists.
+// TERN_ENUMS is written above this script by the server (page/routes.ts), from @tern/core's lists
+// and the agent's tool registry.
 
 (() => {
-  const { STAGES, FINAL } = TERN_ENUMS;
+  const { STAGES, FINAL, TOOLS } = TERN_ENUMS;
   let id = location.pathname.split("/").filter(Boolean)[1] || "";
   let readOnly = false;
   let followUp = false;
@@ -17,6 +18,8 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   };
+  // A tool the agent's registry does not hold is one of the user's MCP servers' (their own code).
+  const toolLabel = (name) => (Object.hasOwn(TOOLS, name) ? name : `${name} (MCP)`);
   const api = (path, init = {}) =>
     fetch(path, {
       credentials: "same-origin",
@@ -79,7 +82,7 @@
       li.dataset.risk = risk;
       li.append(
         el("span", `risk ${risk}`, risk),
-        el("span", "tool", a.tool_name),
+        el("span", "tool", toolLabel(a.tool_name)),
         el("span", "summary", a.summary || ""),
       );
       list.append(li);
@@ -195,6 +198,7 @@
         } else if (ev.tool_name === "finish") {
           box.append(el("div", "text", a.message || ""));
         } else {
+          box.append(el("div", "meta", toolLabel(ev.tool_name)));
           box.append(el("pre", "", JSON.stringify(a, null, 2)));
         }
         break;

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { toolCatalogue } from "@tern/agent/tools";
 import { startStages, terminalExecutionStatuses, UnauthorizedError } from "@tern/core";
 import { Hono } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
@@ -9,8 +10,10 @@ import { openPageSession, PAGE_COOKIE, sealPageSession } from "./session.ts";
 
 const asset = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8");
 const PAGE = asset("page.html");
-/** The page's script, after the lists it needs from @tern/core (so the page never restates them). */
-const SCRIPT = `const TERN_ENUMS = ${JSON.stringify({ STAGES: startStages, FINAL: terminalExecutionStatuses })};\n${asset("page.js")}`;
+/** The agent's built-in tools as the page shows them, from the agent's registry (one line per tool there). */
+const TOOLS = Object.fromEntries(toolCatalogue().map((t) => [t.name, { actionKind: t.traits.actionKind }]));
+/** The page's script, after the lists it needs from @tern/core and the agent (so the page never restates them). */
+const SCRIPT = `const TERN_ENUMS = ${JSON.stringify({ STAGES: startStages, FINAL: terminalExecutionStatuses, TOOLS })};\n${asset("page.js")}`;
 const STYLE = asset("page.css");
 
 // Nothing but our own script and style runs on the page: an event's text could never load or run code.

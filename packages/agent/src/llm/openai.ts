@@ -1,3 +1,4 @@
+import type { ReasoningEffort } from "@tern/core";
 import OpenAI from "openai";
 import type {
   ChatCompletionContentPart,
@@ -27,9 +28,6 @@ export interface OpenAiClientOptions extends SdkClientOptions {
   reasoningEffort?: ReasoningEffort | undefined;
 }
 
-/** OpenAI's reasoning efforts (ReasoningEffort in its OpenAPI document). */
-const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"] as const;
-export type ReasoningEffort = (typeof reasoningEfforts)[number];
 
 const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
   switch (m.role) {

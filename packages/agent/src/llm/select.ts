@@ -2,6 +2,7 @@ import {
   checkedFetch,
   type OutboundAddressPolicy,
   parseOutboundUrl,
+  type ReasoningEffort,
   type Resolver,
   resolveOutboundAddresses,
   serverModelRefusal,
@@ -11,7 +12,7 @@ import {
 import { createAnthropicClient } from "./anthropic.ts";
 import { llmFailureOf } from "./context-errors.ts";
 import { knownModelFacts, type ModelFacts, unknownModelFacts, vendorBaseUrls } from "./models.ts";
-import { createOpenAiClient, type ReasoningEffort } from "./openai.ts";
+import { createOpenAiClient } from "./openai.ts";
 import { withPromptToolCalls } from "./prompt-tools.ts";
 import { type RetryPolicy, withRetries } from "./retry.ts";
 import type { LlmClient, LlmProvider } from "./types.ts";

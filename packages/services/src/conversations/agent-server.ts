@@ -1,3 +1,4 @@
+import { toolCatalogue } from "@tern/agent/tools";
 import {
   type ConfirmationPolicy,
   ConflictError,
@@ -14,8 +15,10 @@ import {
   NotFoundError,
   newId,
   parseId,
+  type ReasoningEffort,
   type Resolver,
   readRefusalOf,
+  reasoningEfforts,
   type SandboxStatus,
   SDK_MASKED_SECRET,
   sandboxReadError,
@@ -48,24 +51,24 @@ import { sendMessage } from "./send-message.ts";
  * is refused with a ValidationError naming the field. The key is sealed at rest and never echoed.
  */
 
+/** The agent's tools that OpenHands' agent server names, from the agent's registry: one line each there. */
+const agentServerTools = toolCatalogue().flatMap((t) => (t.agentServer ? [{ tool: t.name, ...t.agentServer }] : []));
+const byAgentServerName = (tools: typeof agentServerTools): Record<string, string> =>
+  Object.fromEntries(tools.flatMap((t) => t.names.map((n) => [n, t.tool])));
+
 /** The agent server's tool names (and the SDK's class names for them) → tern's tool. */
-const namedTools: Record<string, string> = {
-  terminal: "terminal",
-  TerminalTool: "terminal",
-  BashTool: "terminal",
-  file_editor: "file_editor",
-  FileEditorTool: "file_editor",
-  task_tracker: "task_tracker",
-  TaskTrackerTool: "task_tracker",
-};
+const namedTools = byAgentServerName(agentServerTools.filter((t) => !t.default));
 
 /** The SDK's default tools (AgentBase.include_default_tools) → tern's. */
-const defaultTools: Record<string, string> = {
-  FinishTool: "finish",
-  finish: "finish",
-  ThinkTool: "think",
-  think: "think",
-};
+const defaultTools = byAgentServerName(agentServerTools.filter((t) => t.default));
+
+/** The tools a client may name in StartConversationRequest's agent.tools, by the SDK's names. */
+export const agentServerToolNames: readonly string[] = agentServerTools
+  .filter((t) => !t.default)
+  .map((t) => t.names[0] as string);
+
+/** AgentBase.include_default_tools' default, the SDK's own value (each one of defaultTools). */
+const SDK_DEFAULT_TOOLS = ["FinishTool", "ThinkTool"];
 
 /** What an agent-server ConversationInfo shows for a key that was given (pydantic's SecretStr). */
 export const MASKED_SECRET = SDK_MASKED_SECRET;
@@ -235,17 +238,17 @@ export const resolveAgent = async (
     if (!name) {
       throw fieldError(
         `agent.tools[${i}].name`,
-        `unknown tool ${t.name}; tern runs terminal, file_editor and task_tracker (and MCP servers in agent.mcp_config)`,
+        `unknown tool ${t.name}; tern runs ${agentServerToolNames.join(", ")} (and MCP servers in agent.mcp_config)`,
       );
     }
     tools.add(name);
   });
-  (agent.include_default_tools ?? ["FinishTool", "ThinkTool"]).forEach((n, i) => {
+  (agent.include_default_tools ?? SDK_DEFAULT_TOOLS).forEach((n, i) => {
     const name = defaultTools[n];
     if (!name)
       throw fieldError(
         `agent.include_default_tools[${i}]`,
-        `unknown default tool ${n}; tern has FinishTool and ThinkTool`,
+        `unknown default tool ${n}; tern has ${SDK_DEFAULT_TOOLS.join(" and ")}`,
       );
     tools.add(name);
   });
@@ -485,7 +488,7 @@ export interface AgentServerRunContext {
     baseUrl: string | null;
     apiKey: string | null;
     thinkingBudget: number | null;
-    reasoningEffort: ReasoningEffortName | null;
+    reasoningEffort: ReasoningEffort | null;
   };
   maxIterations: number;
   tools: string[];
@@ -494,8 +497,6 @@ export interface AgentServerRunContext {
   secrets: Record<string, string>;
 }
 
-const reasoningEffortNames = ["none", "minimal", "low", "medium", "high", "xhigh"] as const;
-type ReasoningEffortName = (typeof reasoningEffortNames)[number];
 
 /** How much the client's LLM reasons (OpenHands' LLM.extended_thinking_budget and reasoning_effort), if it said. */
 const clientReasoning = (agent: Record<string, unknown>) => {
@@ -504,7 +505,7 @@ const clientReasoning = (agent: Record<string, unknown>) => {
   const effort = llm.reasoning_effort;
   return {
     thinkingBudget: typeof budget === "number" && Number.isInteger(budget) && budget >= 0 ? budget : null,
-    reasoningEffort: reasoningEffortNames.find((e) => e === effort) ?? null,
+    reasoningEffort: reasoningEfforts.find((e) => e === effort) ?? null,
   };
 };
 
@@ -554,13 +555,9 @@ const dashed = (id: string) => parseId(id) ?? id;
 const defaultAgent = (c: Conversation) => ({
   kind: "Agent",
   llm: { model: c.llmModel ?? "", usage_id: "agent" },
-  tools: [
-    { name: "terminal", params: {} },
-    { name: "file_editor", params: {} },
-    { name: "task_tracker", params: {} },
-  ],
+  tools: agentServerToolNames.map((name) => ({ name, params: {} })),
   mcp_config: {},
-  include_default_tools: ["FinishTool", "ThinkTool"],
+  include_default_tools: SDK_DEFAULT_TOOLS,
 });
 
 /** The agent server's ConversationInfo of a conversation (openhands-agent-server models.py). */

@@ -1,12 +1,10 @@
+import { agentServerToolNames } from "@tern/services";
 import type { Hono } from "hono";
 import type { ApiDeps } from "../../deps.ts";
 import type { AgentServerEnv } from "./context.ts";
 
 /** The openhands-agent-server version whose API this serves (its contract: test/fixtures/openhands/agent-server.json). */
 const AGENT_SERVER_API_VERSION = "1.43.1";
-
-/** The tools a client may name in StartConversationRequest (the agent's own, by the SDK's names). */
-const AGENT_SERVER_TOOLS = ["terminal", "file_editor", "task_tracker"];
 
 const startedAt = Date.now();
 
@@ -37,7 +35,8 @@ export const registerAgentHealth = (router: Hono<AgentServerEnv>, deps: ApiDeps)
       build_git_sha: "unknown",
       build_git_ref: "unknown",
       python_version: `tern (node ${process.versions.node})`,
-      usable_tools: AGENT_SERVER_TOOLS,
+      // The tools a client may name in StartConversationRequest: the agent's registry, by the SDK's names.
+      usable_tools: agentServerToolNames,
       runtime_idle_timeout_seconds: null,
       // No credential binding: the LLM key and git tokens stay on the worker.
       capabilities: [],
