@@ -35,6 +35,8 @@ describe("GET and POST /api/v1/settings", () => {
       llm_api_key_set: false,
       max_iterations: null,
       max_budget_per_task: null,
+      llm_extended_thinking_budget: null,
+      llm_reasoning_effort: null,
       confirmation_mode: false,
       security_analyzer: "llm",
       mcp_config: null,
@@ -44,6 +46,8 @@ describe("GET and POST /api/v1/settings", () => {
       llm_api_key: CANARY,
       max_iterations: 30,
       max_budget_per_task: 2.5,
+      llm_extended_thinking_budget: 8_000,
+      llm_reasoning_effort: "high",
       confirmation_mode: true,
       security_analyzer: "none",
     });
@@ -54,6 +58,8 @@ describe("GET and POST /api/v1/settings", () => {
       llm_api_key_set: true,
       max_iterations: 30,
       max_budget_per_task: 2.5,
+      llm_extended_thinking_budget: 8_000,
+      llm_reasoning_effort: "high",
       confirmation_mode: true,
       security_analyzer: "none",
       mcp_config: null,
@@ -66,7 +72,14 @@ describe("GET and POST /api/v1/settings", () => {
     expect(row.llm_api_key).not.toContain(CANARY);
     expect(api.secretBox.open(row.llm_api_key ?? "", llmKeyContext(userId))).toBe(CANARY);
     expect(await userLlmForRun({ db: api.database.db, secretBox: api.secretBox }, userId)).toEqual({
-      llm: { model: "anthropic/claude-sonnet-4-5", baseUrl: null, apiKey: CANARY },
+      // The user's reasoning goes to each run, over the operator's LLM_THINKING_BUDGET and LLM_REASONING_EFFORT.
+      llm: {
+        model: "anthropic/claude-sonnet-4-5",
+        baseUrl: null,
+        apiKey: CANARY,
+        thinkingBudget: 8_000,
+        reasoningEffort: "high",
+      },
       maxIterations: 30,
       maxBudgetPerTask: 2.5,
       confirmation: { confirmationMode: true, securityAnalyzer: "none" },
@@ -81,6 +94,15 @@ describe("GET and POST /api/v1/settings", () => {
     const me = await call(key, "/api/v1/users/me");
     expect(me.body).toMatchObject({ llm_model: "anthropic/claude-sonnet-4-5", llm_api_key_set: true });
     expect((await call(key, "/api/v1/settings", { llm_api_key: null })).body.llm_api_key_set).toBe(false);
+    // Reasoning alone (no model or key of their own) still reaches the run, on the operator's LLM.
+    await call(key, "/api/v1/settings", { llm_model: null, llm_extended_thinking_budget: 0 });
+    expect((await userLlmForRun({ db: api.database.db, secretBox: api.secretBox }, userId)).llm).toEqual({
+      model: null,
+      baseUrl: null,
+      apiKey: null,
+      thinkingBudget: 0,
+      reasoningEffort: "high",
+    });
   });
 
   it("refuses bad values with 422 naming the field", async () => {
@@ -90,6 +112,8 @@ describe("GET and POST /api/v1/settings", () => {
       ["confirmation_mode", { confirmation_mode: "yes" }],
       ["max_iterations", { max_iterations: 0 }],
       ["max_budget_per_task", { max_budget_per_task: -1 }],
+      ["llm_extended_thinking_budget", { llm_extended_thinking_budget: 1.5 }],
+      ["llm_reasoning_effort", { llm_reasoning_effort: "maximal" }],
       ["llm_base_url", { llm_base_url: "ftp://x" }],
       ["llm_model", { llm_model: "" }],
     ] as const) {

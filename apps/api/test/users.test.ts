@@ -41,6 +41,8 @@ describe("users", () => {
       llm_api_key_set: false,
       max_iterations: null,
       max_budget_per_task: null,
+      llm_extended_thinking_budget: null,
+      llm_reasoning_effort: null,
       confirmation_mode: false,
       security_analyzer: "llm",
       mcp_config: null,

@@ -127,10 +127,7 @@ export const configFields = {
   /** Anthropic's extended-thinking budget in tokens unless a user or a conversation sets one; 0: no thinking. */
   LLM_THINKING_BUDGET: int(0, 10_000_000).default(0),
   /** `reasoning_effort` for the models that take it, unless a user or a conversation sets one; unset: the provider's default. */
-  LLM_REASONING_EFFORT: z.preprocess(
-    emptyAsUndefined,
-    z.enum(reasoningEfforts).optional(),
-  ),
+  LLM_REASONING_EFFORT: z.preprocess(emptyAsUndefined, z.enum(reasoningEfforts).optional()),
   /** Native tool calls: `auto` (as the model table says of the model), `on`, or `off` (tools described in the prompt). */
   LLM_NATIVE_TOOL_CALLS: z.enum(["auto", "on", "off"]).default("auto"),
   /** USD a conversation may spend on the LLM unless its user set their own max_budget_per_task; unset: no cap. */

@@ -39,6 +39,9 @@ interface UserSettingsTable {
   /** Confirmation mode (migration 0100). */
   confirmation_mode: Generated<boolean>;
   security_analyzer: Generated<string>;
+  /** The user's reasoning settings (migration 0710). */
+  llm_extended_thinking_budget: number | null;
+  llm_reasoning_effort: string | null;
 }
 
 /** A conversation's own confirmation policy, overriding its user's settings (migration 0100). */

@@ -6247,6 +6247,9 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            llm_extended_thinking_budget: number | null;
+            /** @enum {string|null} */
+            llm_reasoning_effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null;
             confirmation_mode: boolean;
             /** @enum {string} */
             security_analyzer: "llm" | "none";
@@ -6299,6 +6302,9 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            llm_extended_thinking_budget: number | null;
+            /** @enum {string|null} */
+            llm_reasoning_effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null;
             confirmation_mode: boolean;
             /** @enum {string} */
             security_analyzer: "llm" | "none";
@@ -6394,6 +6400,9 @@ export interface components {
             llm_api_key_set: boolean;
             max_iterations: number | null;
             max_budget_per_task: number | null;
+            llm_extended_thinking_budget: number | null;
+            /** @enum {string|null} */
+            llm_reasoning_effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null;
             confirmation_mode: boolean;
             /** @enum {string} */
             security_analyzer: "llm" | "none";
@@ -6440,6 +6449,13 @@ export interface components {
             max_iterations?: number | null;
             /** @description USD a conversation may spend on the LLM; the run stops when reached */
             max_budget_per_task?: number | null;
+            /** @description Anthropic's extended-thinking budget in tokens for the user's conversations (0: no thinking); null: the server's default */
+            llm_extended_thinking_budget?: number | null;
+            /**
+             * @description reasoning_effort for the models that take it; null: the server's default
+             * @enum {string|null}
+             */
+            llm_reasoning_effort?: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null;
             /** @description Tool calls wait for the user's confirmation as the policy says (default false) */
             confirmation_mode?: boolean;
             /**

@@ -7,6 +7,8 @@ import {
   OutboundAddressError,
   type OutboundAddressPolicy,
   parseOutboundUrl,
+  type ReasoningEffort,
+  reasoningEfforts,
   resolveOutboundAddresses,
   type SecretBox,
   type SecurityAnalyzer,
@@ -145,6 +147,8 @@ export const updateSettings = async (
           : deps.secretBox.seal(change.llm_api_key, llmKeyContext(userId)),
     maxIterations: change.max_iterations,
     maxBudgetPerTask: change.max_budget_per_task,
+    thinkingBudget: change.llm_extended_thinking_budget,
+    reasoningEffort: change.llm_reasoning_effort,
     confirmationMode: change.confirmation_mode,
     securityAnalyzer: change.security_analyzer,
   });
@@ -156,7 +160,13 @@ export const userLlmForRun = async (
   deps: Pick<SettingsDeps, "db" | "secretBox">,
   userId: string,
 ): Promise<{
-  llm: { model: string | null; baseUrl: string | null; apiKey: string | null } | null;
+  llm: {
+    model: string | null;
+    baseUrl: string | null;
+    apiKey: string | null;
+    thinkingBudget: number | null;
+    reasoningEffort: ReasoningEffort | null;
+  } | null;
   maxIterations: number | null;
   maxBudgetPerTask: number | null;
   confirmation: { confirmationMode: boolean; securityAnalyzer: SecurityAnalyzer };
@@ -170,9 +180,12 @@ export const userLlmForRun = async (
       apiKey = null;
     }
   }
-  const any = s.llmModel || s.llmBaseUrl || apiKey;
+  const reasoningEffort = reasoningEfforts.find((e) => e === s.reasoningEffort) ?? null;
+  const any = s.llmModel || s.llmBaseUrl || apiKey || s.thinkingBudget !== null || reasoningEffort;
   return {
-    llm: any ? { model: s.llmModel, baseUrl: s.llmBaseUrl, apiKey } : null,
+    llm: any
+      ? { model: s.llmModel, baseUrl: s.llmBaseUrl, apiKey, thinkingBudget: s.thinkingBudget, reasoningEffort }
+      : null,
     maxIterations: s.maxIterations,
     maxBudgetPerTask: s.maxBudgetPerTask,
     confirmation: { confirmationMode: s.confirmationMode, securityAnalyzer: s.securityAnalyzer },

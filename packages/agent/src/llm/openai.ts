@@ -28,7 +28,6 @@ export interface OpenAiClientOptions extends SdkClientOptions {
   reasoningEffort?: ReasoningEffort | undefined;
 }
 
-
 const toWire = (m: LlmMessage): ChatCompletionMessageParam => {
   switch (m.role) {
     case "user":

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { reasoningEfforts } from "../config.ts";
 import { securityAnalyzers } from "../confirmation-policy.ts";
 import { datetimeSchema, hasUrlScheme, hexIdSchema } from "./formats.ts";
 import { mcpConfigSchema } from "./mcp.ts";
@@ -70,6 +71,13 @@ export const settingsRequestSchema = z
       .nullable()
       .optional()
       .meta({ description: "USD a conversation may spend on the LLM; the run stops when reached" }),
+    llm_extended_thinking_budget: z.number().int().min(0).max(10_000_000).nullable().optional().meta({
+      description:
+        "Anthropic's extended-thinking budget in tokens for the user's conversations (0: no thinking); null: the server's default",
+    }),
+    llm_reasoning_effort: z.enum(reasoningEfforts).nullable().optional().meta({
+      description: "reasoning_effort for the models that take it; null: the server's default",
+    }),
     confirmation_mode: z
       .boolean()
       .optional()
@@ -99,6 +107,8 @@ export const settingsRecordSchema = z
     llm_api_key_set: z.boolean(),
     max_iterations: z.number().int().nullable(),
     max_budget_per_task: z.number().nullable(),
+    llm_extended_thinking_budget: z.number().int().nullable(),
+    llm_reasoning_effort: z.enum(reasoningEfforts).nullable(),
     confirmation_mode: z.boolean(),
     security_analyzer: z.enum(securityAnalyzers),
     mcp_config: mcpConfigSchema

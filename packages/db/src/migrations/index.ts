@@ -33,6 +33,7 @@ import * as m0510 from "./20261205_0510_sealed_client_agent.ts";
 import * as m0620 from "./20261206_0620_bash_purge.ts";
 import * as m0630 from "./20261206_0630_work_in_progress.ts";
 import * as m0700 from "./20261206_0700_sandbox_spec_images.ts";
+import * as m0710 from "./20261206_0710_user_reasoning.ts";
 
 /** Append-only, ordered by name. Add a file, then list it here. */
 export const migrations: Record<string, Migration> = {
@@ -70,4 +71,5 @@ export const migrations: Record<string, Migration> = {
   "20261206_0620_bash_purge": m0620,
   "20261206_0630_work_in_progress": m0630,
   "20261206_0700_sandbox_spec_images": m0700,
+  "20261206_0710_user_reasoning": m0710,
 };

@@ -18,6 +18,10 @@ export interface StoredUserSettings {
   /** Confirmation mode: off unless the user turns it on; risk judged by the LLM. */
   confirmationMode: boolean;
   securityAnalyzer: SecurityAnalyzer;
+  /** Anthropic's extended-thinking budget in tokens (0: none); null: the operator's. */
+  thinkingBudget: number | null;
+  /** The reasoning effort of the models that take one; null: the operator's. */
+  reasoningEffort: string | null;
 }
 
 /** What a change sets: absent fields are left as they are, null clears one. */
@@ -29,6 +33,8 @@ export interface UserSettingsChange {
   maxBudgetPerTask?: number | null;
   confirmationMode?: boolean;
   securityAnalyzer?: SecurityAnalyzer;
+  thinkingBudget?: number | null;
+  reasoningEffort?: string | null;
   /** Both or neither: the sealed config and its masked copy. */
   mcpConfig?: { sealed: string; masked: unknown } | null;
 }
@@ -49,6 +55,8 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       updatedAt: r?.updated_at ?? null,
       confirmationMode: r?.confirmation_mode ?? false,
       securityAnalyzer: r?.security_analyzer === "none" ? "none" : "llm",
+      thinkingBudget: r?.llm_extended_thinking_budget ?? null,
+      reasoningEffort: r?.llm_reasoning_effort ?? null,
     };
   },
 
@@ -61,6 +69,8 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       ...(change.maxBudgetPerTask !== undefined ? { max_budget_per_task: change.maxBudgetPerTask } : {}),
       ...(change.confirmationMode !== undefined ? { confirmation_mode: change.confirmationMode } : {}),
       ...(change.securityAnalyzer !== undefined ? { security_analyzer: change.securityAnalyzer } : {}),
+      ...(change.thinkingBudget !== undefined ? { llm_extended_thinking_budget: change.thinkingBudget } : {}),
+      ...(change.reasoningEffort !== undefined ? { llm_reasoning_effort: change.reasoningEffort } : {}),
       ...(change.mcpConfig !== undefined
         ? {
             mcp_config_sealed: change.mcpConfig?.sealed ?? null,

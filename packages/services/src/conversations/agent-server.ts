@@ -497,7 +497,6 @@ export interface AgentServerRunContext {
   secrets: Record<string, string>;
 }
 
-
 /** How much the client's LLM reasons (OpenHands' LLM.extended_thinking_budget and reasoning_effort), if it said. */
 const clientReasoning = (agent: Record<string, unknown>) => {
   const llm = (agent.llm ?? {}) as { extended_thinking_budget?: unknown; reasoning_effort?: unknown };
