@@ -16,7 +16,7 @@ pnpm --silent typecheck >"$checks/typecheck.log" 2>&1 &
 typecheck=$!
 
 status=0
-# What ensure-all.sh does, in its order, with the browser and promtool (three test files use them)
+# What ensure-all.sh does, in its order, with the browser, promtool and busybox (four test files use them)
 # installed while the sandbox image builds: the build takes no apt lock. Its debootstrap comes first
 # (as root; else the build installs it), so the build never waits behind them for the lock.
 bash scripts/lib/ensure-postgres.sh
@@ -24,7 +24,7 @@ bash scripts/lib/ensure-redis.sh
 bash scripts/lib/ensure-docker.sh
 # shellcheck source=lib/common.sh
 (source scripts/lib/common.sh && { have debootstrap || [ "$(id -u)" -ne 0 ] || apt_install debootstrap; })
-(bash scripts/lib/ensure-chromium.sh && bash scripts/lib/ensure-promtool.sh) >"$checks/tools.log" 2>&1 &
+(bash scripts/lib/ensure-chromium.sh && bash scripts/lib/ensure-promtool.sh && bash scripts/lib/ensure-busybox.sh) >"$checks/tools.log" 2>&1 &
 tools=$!
 bash scripts/lib/ensure-sandbox-image.sh
 tools_status=0

@@ -71,7 +71,7 @@ const ctx = (ref: SandboxRef, actionId: string) => ({
 
 beforeAll(async () => {
   if (!existsSync("/bin/busybox")) {
-    throw new Error("/bin/busybox is missing: install Debian's busybox-static (scripts/lib/common.sh apt_install)");
+    throw new Error("/bin/busybox is missing: run scripts/lib/ensure-busybox.sh (Debian's busybox-static)");
   }
   await prepareTestSandboxes(driver);
   makeStrippedImage();
