@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type EventDraft, newEvent, type StoredEvent } from "@tern/core";
+import { configFields, type EventDraft, newEvent, type StoredEvent } from "@tern/core";
 import { eventsRepository } from "@tern/db";
 import type { RecordedRequest, ScriptedReply } from "@tern/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +12,7 @@ import { createRunFixture, type RunFixture } from "./run-fixture.ts";
 
 /**
  * Condensed memory: a long run against an LLM that refuses any request over a small
- * context finishes, condensing as it goes, never sending a request over the limit; the history
+ * context goes on, condensing as it goes, never sending a request over the limit; the history
  * it sends is rebuilt from the stored events alone, the same each time; and a run whose request
  * is refused as too long condenses and tries again instead of ending.
  */
@@ -26,14 +26,17 @@ afterAll(async () => {
   await fx?.close();
 });
 
-const STEPS = 400;
+/** The worker's default MAX_ITERATIONS (500, as OpenHands'), the limit the long run meets. */
+const MAX_ITERATIONS = configFields.MAX_ITERATIONS.parse(undefined);
+/** A task of more steps than one run allows: the limit ends the first run, a follow-up finishes it. */
+const STEPS = 600;
 /** The context the scripted LLM allows, in its tokens (four bytes each): a few times the tools' own size. */
 const CONTEXT = 6_000;
 
 const isSummaryCall = (r: RecordedRequest) => !r.body.tools;
 
 const depsWith = (provider: LlmProvider, settings: Partial<AgentRunDeps["settings"]>): AgentRunDeps => {
-  const deps = fx.depsFor(provider, STEPS + 10);
+  const deps = fx.depsFor(provider, MAX_ITERATIONS);
   // The steps below only think: a monologue by our stuck rule, which is not what is tested here.
   return { ...deps, settings: { ...deps.settings, AGENT_STUCK_MONOLOGUE: 0, ...settings } };
 };
@@ -62,8 +65,8 @@ const scriptedAgent = (steps: number) => {
   return { respond, steps: () => step, summaries: () => summaries };
 };
 
-describe("a 400-step run against an LLM with a small context", () => {
-  it("finishes, condensing several times, never sending a request over the limit", async () => {
+describe("a 600-step run against an LLM with a small context", () => {
+  it("reaches step 500 and ends as OpenHands ends it, a follow-up finishes it; condensing several times, never sending a request over the limit", async () => {
     const { conversationId } = await fx.newConversation({ message: "FIRST: think it all through." });
     const agent = scriptedAgent(STEPS);
     const before = fx.llm.requests.length;
@@ -74,8 +77,16 @@ describe("a 400-step run against an LLM with a small context", () => {
         // The operator's table says the model's context; the run condenses before it is reached.
         LLM_CONTEXT_WINDOWS: { "gpt-test": CONTEXT },
       });
-      const outcome = await runAgent(deps, conversationId, randomUUID());
-      expect(outcome).toEqual({ outcome: "ended", status: "finished" });
+      // The first run stops at the default limit, as OpenHands' does: MaxIterationsReached.
+      expect(await runAgent(deps, conversationId, randomUUID())).toEqual({ outcome: "ended", status: "error" });
+      expect(agent.steps()).toBe(MAX_ITERATIONS);
+      const [limit, ...more] = (await fx.events(conversationId)).filter((e) => e.kind === "ConversationErrorEvent");
+      expect(more).toEqual([]);
+      expect(limit?.payload).toMatchObject({ code: "MaxIterationsReached" });
+      expect(String(limit?.payload.detail)).toMatch(/maximum iterations limit \(500\)/);
+      // A follow-up goes on from there, in a run with a count of its own, and finishes.
+      await fx.sayToAgent(conversationId, "Go on.");
+      expect(await runAgent(deps, conversationId, randomUUID())).toEqual({ outcome: "ended", status: "finished" });
     } finally {
       fx.llm.setContextLimit(null);
       fx.llm.setResponder(null);
@@ -119,7 +130,7 @@ describe("a 400-step run against an LLM with a small context", () => {
     // The wire adds the system prompt as a message of its own.
     expect(lastMessages.length).toBe(rebuilt.messages.length + 1);
     expect(JSON.stringify(lastMessages.at(-1))).toContain(rebuilt.messages.at(-1)?.text ?? "none");
-  }, 180_000);
+  }, 300_000);
 });
 
 /** `n` stored events after the conversation's first ones: user and agent messages in turn. */
