@@ -250,13 +250,23 @@ describe("GET /api/v1/app-conversations/start-tasks/{id}/stream", () => {
     expect(sse.status).toBe(200);
     await waitFor(() => sse.frames.some((f) => f.id === "WORKING"), { what: "WORKING" });
     const { conversationId } = await createConversationFixture(db(), { userId });
-    await db().updateTable("start_tasks").set({ status: "WAITING_FOR_SANDBOX" }).where("id", "=", task.id).execute();
-    await db().updateTable("start_tasks").set({ status: "PREPARING_REPOSITORY" }).where("id", "=", task.id).execute();
+    // Three stages committed at once, as a fast start passes them: their notifications arrive
+    // together, and the first one's read already finds READY. Each stage is still sent.
     await db()
-      .updateTable("start_tasks")
-      .set({ status: "READY", app_conversation_id: conversationId })
-      .where("id", "=", task.id)
-      .execute();
+      .transaction()
+      .execute(async (trx) => {
+        await trx.updateTable("start_tasks").set({ status: "WAITING_FOR_SANDBOX" }).where("id", "=", task.id).execute();
+        await trx
+          .updateTable("start_tasks")
+          .set({ status: "PREPARING_REPOSITORY" })
+          .where("id", "=", task.id)
+          .execute();
+        await trx
+          .updateTable("start_tasks")
+          .set({ status: "READY", app_conversation_id: conversationId })
+          .where("id", "=", task.id)
+          .execute();
+      });
     await sse.ended;
     expect(sse.frames.filter((f) => f.id).map((f) => f.id)).toEqual([
       "WORKING",

@@ -60,8 +60,10 @@ export const registerStartTaskStream = (router: Router, deps: ApiDeps) =>
         .then(async () => {
           const task = await startTaskNow(deps, taskId);
           if (!task) return channel.close();
-          if (status !== null) emit(task, status);
-          emit(task, task.status);
+          // A notified stage is sent as that stage, never the read's later one: the stages between
+          // have their own notifications queued behind this one, and a terminal frame closes the
+          // stream. The read's own status is for the first read and after a reconnection (null).
+          emit(task, status ?? task.status);
         })
         .catch((err) => {
           deps.logger.warn({ err, task_id: taskId }, "start task stream read failed");
