@@ -17,7 +17,7 @@ let key: string;
 let userId: string;
 const driver = testSandboxDriver();
 const CANARY = "ROOT-ONLY-CANARY-9f41c2";
-const TRIES = 300;
+const TRIES = 150;
 const IN_FLIGHT = 6;
 
 beforeAll(async () => {

@@ -79,15 +79,15 @@ describe("events search", () => {
     expect(typeof page.next_page_id).toBe("string");
   });
 
-  it("defaults to 100 per page and pages by 100 and by 1 to the same set, in order, without duplicates", async () => {
+  it("defaults to 100 per page and pages by 100 and by 7 to the same set, in order, without duplicates", async () => {
     const first = (await (await search("")).json()) as Page;
     expect(first.items).toHaveLength(100);
     const by100 = await collect({ limit: "100" });
     expect(ids(by100)).toEqual(ids(all));
-    const by1 = await collect({ limit: "1" });
-    expect(ids(by1)).toEqual(ids(all));
-    expect(new Set(ids(by1)).size).toBe(TOTAL);
-    // 2,400 sequential requests: ~7 s on a quiet machine; the bound is for a loaded one, not a speed goal.
+    // A page size that divides neither 100 nor the total: cursors fall everywhere (343 requests).
+    const by7 = await collect({ limit: "7" });
+    expect(ids(by7)).toEqual(ids(all));
+    expect(new Set(ids(by7)).size).toBe(TOTAL);
   });
 
   it("sorts newest first with sort_order=TIMESTAMP_DESC", async () => {

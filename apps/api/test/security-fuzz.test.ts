@@ -36,7 +36,8 @@ import {
  * A fuzz of an operation that only ever answered "invalid" would prove nothing about the handler.
  */
 
-const RUNS_PER_OPERATION = 30;
+/** Per operation and CI run (every run draws new inputs); TERN_FUZZ_RUNS for a longer search. */
+const RUNS_PER_OPERATION = Number(process.env.TERN_FUZZ_RUNS ?? 15);
 const SEED = process.env.TERN_FUZZ_SEED ? Number(process.env.TERN_FUZZ_SEED) : randomInt(2 ** 31);
 const replay = `seed ${SEED} (replay with TERN_FUZZ_SEED=${SEED})`;
 console.log(`input fuzz: ${replay}`);

@@ -32,8 +32,8 @@ import { createStartHarness, type StartHarness, uuidOf } from "./start-harness.t
 const ENGINE_N = 15;
 /** Engine 15's name, set by ENGINE_ID (the main engine's is its own id from `docker info`). */
 const E15 = "e15";
-const CONVERSATIONS = 6;
-const FOLLOW_UPS = 3;
+const CONVERSATIONS = 4;
+const FOLLOW_UPS = 2;
 
 const sh = promisify(execFile);
 

@@ -49,6 +49,8 @@ export const createRunFixture = async () => {
         LLM_MODEL: env.LLM_MODEL || undefined,
         MAX_ITERATIONS: maxIterations,
       },
+      // Retries back off from 50 ms, not 4 s: what is tested is that they happen, not how long they wait.
+      llmOptions: { retry: { baseBackoffMs: 50 } },
     };
   };
 

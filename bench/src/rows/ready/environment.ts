@@ -46,8 +46,9 @@ export const readyEnvironment = async (ctx: BenchContext): Promise<ReadyEnvironm
   const db = await createTestDatabase();
   const prefixes: string[] = [];
   return {
-    // The gate compares medians: a few more samples than a quick run's steady them.
-    n: ctx.gate ? 8 : ctx.quick ? 5 : 50,
+    // The gate compares medians: a few more samples than a quick run's steady them, few enough
+    // that it stays a small part of the suite it runs beside.
+    n: ctx.gate ? 6 : ctx.quick ? 5 : 50,
     network,
     git,
     deployment: async (workers, poolSize, env = {}) => {
