@@ -24,6 +24,18 @@ export const SandboxLabel = {
   Engine: "tern.engine",
 } as const;
 
+/** Labels of the images the worker makes of sandboxes and for them; the janitor finds them by these. */
+export const ImageLabel = {
+  /** A repository snapshot (REPO_SNAPSHOTS): its row, and the user it belongs to. */
+  Snapshot: "tern.snapshot",
+  SnapshotId: "tern.snapshot_id",
+  SnapshotUserId: "tern.user_id",
+  /** An empty-workspace image, and the sandbox image (name and id) it was made from. */
+  WorkspaceImage: "tern.workspace_image",
+  WorkspaceBase: "tern.workspace_base",
+  WorkspaceBaseId: "tern.workspace_base_id",
+} as const;
+
 /**
  * A small memory-backed directory in every sandbox, outside its disk limit and gone when it
  * restarts: the tools' own state (the terminal's programs, output and exit status), so a full

@@ -1,18 +1,11 @@
 import { checkedFetch, type StartRequest } from "@tern/core";
 import { type RepoSnapshot, type RepoSnapshotKey, repoSnapshotsRepository, type SnapshotStageResults } from "@tern/db";
-import { SandboxLabel } from "@tern/sandbox";
+import { ImageLabel, SandboxLabel } from "@tern/sandbox";
 import type { WorkerDeps } from "../deps.ts";
 import { type ResolvedAccess, resolveGitAccess } from "../git/git-access.ts";
 import type { AcquiredSandbox, StartContext, Workspace } from "./context.ts";
 import { lookUpRef } from "./ref-lookup.ts";
 import { repositorySpecOf } from "./repository-spec.ts";
-
-/** Labels of a snapshot image: ours, this deployment's, and the row that owns it. */
-const SnapshotLabel = {
-  Marker: "tern.snapshot",
-  SnapshotId: "tern.snapshot_id",
-  UserId: "tern.user_id",
-} as const;
 
 const REF_LOOKUP_TIMEOUT_MS = 30_000;
 /** A ref lookup's answer: ls-refs names one ref; a v0 advertisement lists them all. */
@@ -234,10 +227,10 @@ export const beginSnapshot = async (
         const made = await deps.sandboxes.commit!(sandbox.ref, {
           baseImage: key.baseImage,
           labels: {
-            [SnapshotLabel.Marker]: "1",
+            [ImageLabel.Snapshot]: "1",
             [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
-            [SnapshotLabel.SnapshotId]: id,
-            [SnapshotLabel.UserId]: key.userId,
+            [ImageLabel.SnapshotId]: id,
+            [ImageLabel.SnapshotUserId]: key.userId,
             [SandboxLabel.Engine]: deps.engineId,
           },
         });
@@ -299,7 +292,7 @@ export const removeOrphanSnapshots = async (deps: WorkerDeps): Promise<string[]>
   const snapshots = repoSnapshotsRepository(deps.db);
   await snapshots.removeStalePending(deps.engineId, PENDING_SNAPSHOT_MAX_MS);
   const images = await deps.sandboxes.listImages({
-    [SnapshotLabel.Marker]: "1",
+    [ImageLabel.Snapshot]: "1",
     [SandboxLabel.Namespace]: deps.config.REDIS_PREFIX,
   });
   if (images.length === 0) return [];
@@ -307,7 +300,7 @@ export const removeOrphanSnapshots = async (deps: WorkerDeps): Promise<string[]>
   const owned = await snapshots.idsOnEngine(deps.engineId);
   const removed: string[] = [];
   for (const img of images) {
-    const id = img.labels[SnapshotLabel.SnapshotId];
+    const id = img.labels[ImageLabel.SnapshotId];
     if (id && owned.has(id)) continue;
     await deps.sandboxes.removeImage(img.image);
     deps.logger.info({ image: img.image, snapshot: id ?? null }, "janitor removed a snapshot no user owns");

@@ -1,15 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { SandboxLabel } from "@tern/sandbox";
+import { ImageLabel, SandboxLabel } from "@tern/sandbox";
 import { sandboxLimitsOf, type WorkerConfig } from "../config.ts";
 import type { WorkerDeps } from "../deps.ts";
 import { emptyWorkspaceWarmUp } from "../pipeline/prepare-repository.ts";
-
-/** Labels of an empty-workspace image: ours, and the sandbox image (name and id) it was made from. */
-const WorkspaceImageLabel = {
-  Marker: "tern.workspace_image",
-  Base: "tern.workspace_base",
-  BaseId: "tern.workspace_base_id",
-} as const;
 
 /** How often the sandbox image's id is looked at again (a tag built anew gets a new image made). */
 const RECHECK_EVERY_MS = 60_000;
@@ -87,10 +80,10 @@ const refresh = async (state: ImageState): Promise<void> => {
   const base = config.SANDBOX_IMAGE;
   const baseId = await sandboxes.imageId!(base);
   if (!baseId) throw new Error(`the sandbox image ${base} is not on the engine`);
-  const made = await sandboxes.listImages!({ [WorkspaceImageLabel.Marker]: "1", [WorkspaceImageLabel.Base]: base });
+  const made = await sandboxes.listImages!({ [ImageLabel.WorkspaceImage]: "1", [ImageLabel.WorkspaceBase]: base });
   // The oldest of this base's id: workers that made one each at once all settle on the same.
   const mine = made
-    .filter((i) => i.labels[WorkspaceImageLabel.BaseId] === baseId)
+    .filter((i) => i.labels[ImageLabel.WorkspaceBaseId] === baseId)
     .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.image.localeCompare(b.image))[0];
   if (mine) {
     state.image = mine.image;
@@ -100,7 +93,7 @@ const refresh = async (state: ImageState): Promise<void> => {
   // Images of an earlier build of the same tag would keep its layers on the disk: removed (one a
   // sandbox still runs from stays until a later build).
   for (const old of made) {
-    if (old.labels[WorkspaceImageLabel.BaseId] !== baseId) await sandboxes.removeImage?.(old.image);
+    if (old.labels[ImageLabel.WorkspaceBaseId] !== baseId) await sandboxes.removeImage?.(old.image);
   }
 };
 
@@ -125,9 +118,9 @@ const build = async (deps: WorkerDeps, baseId: string): Promise<string> => {
     const made = await sandboxes.commit!(info.ref, {
       baseImage: config.SANDBOX_IMAGE,
       labels: {
-        [WorkspaceImageLabel.Marker]: "1",
-        [WorkspaceImageLabel.Base]: config.SANDBOX_IMAGE,
-        [WorkspaceImageLabel.BaseId]: baseId,
+        [ImageLabel.WorkspaceImage]: "1",
+        [ImageLabel.WorkspaceBase]: config.SANDBOX_IMAGE,
+        [ImageLabel.WorkspaceBaseId]: baseId,
       },
     });
     deps.logger.info(

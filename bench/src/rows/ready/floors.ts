@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { ImageLabel } from "@tern/sandbox";
 import type { BenchContext } from "../../context.ts";
 import { createAndStart, removeBenchContainers } from "../../raw-docker.ts";
 import { since } from "../../stats.ts";
@@ -31,7 +32,8 @@ const rawStartedContainer = async (ctx: BenchContext, kind: string, suffix: stri
  */
 export const coldImage = async (ctx: BenchContext): Promise<string> => {
   const made =
-    (await ctx.sandboxes.listImages?.({ "tern.workspace_image": "1", "tern.workspace_base": ctx.image })) ?? [];
+    (await ctx.sandboxes.listImages?.({ [ImageLabel.WorkspaceImage]: "1", [ImageLabel.WorkspaceBase]: ctx.image })) ??
+    [];
   const baseId = await ctx.sandboxes.imageId?.(ctx.image);
   const mine = made
     .filter((i) => i.labels["tern.workspace_base_id"] === baseId)
