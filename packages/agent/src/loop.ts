@@ -79,6 +79,11 @@ export interface AgentRunDeps {
    * command gets Ctrl-C, and the run ends `paused` at once (tools/terminal/interrupt.ts).
    */
   interrupt?: AbortSignal;
+  /**
+   * The user's pause: what waits on their MCP servers' start-up ends now (the loop then pauses
+   * before its first step); a step in progress finishes, as a pause lets it.
+   */
+  pause?: AbortSignal;
   /** The worker is stopping: waits on the LLM and the sandbox end now; the run is handed back. */
   shutdown?: AbortSignal;
   /** The user's secrets, LLM and limits for this run (the worker reads and opens them); none: no user part. */

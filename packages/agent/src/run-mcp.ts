@@ -1,7 +1,7 @@
 import { maskSecrets, mcpTransportOf, newEvent } from "@tern/core";
 import { connectMcpServers, type McpToolSet } from "./mcp/session.ts";
 import type { RunScope } from "./scope.ts";
-import { stopSignal } from "./tools/terminal/interrupt.ts";
+import { anySignal, stopSignal } from "./tools/terminal/interrupt.ts";
 
 /**
  * The user's MCP servers for one run, connected when it starts (stdio ones started in the
@@ -22,7 +22,8 @@ export const startMcpServers = async (run: RunScope): Promise<McpToolSet | null>
       settings: deps.settings,
       secrets: context.secrets,
       logger: log,
-      signal: stopSignal(deps),
+      // The start-up waits on servers the user named: a pause ends it too, not only an interrupt.
+      signal: stopSignal({ ...deps, interrupt: anySignal(deps.interrupt, deps.pause) }),
     });
   } catch (err) {
     // A fault of ours, not of one server: the run goes on without MCP rather than fail.

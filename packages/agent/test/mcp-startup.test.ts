@@ -50,7 +50,7 @@ const runWith = (
   conversationId: string,
   mcpConfig: McpConfig,
   settings: Record<string, unknown>,
-  interrupt?: AbortSignal,
+  signals: { interrupt?: AbortSignal; pause?: AbortSignal } = {},
 ) => {
   const deps = fx.depsFor("openai");
   const context: AgentRunContext = { secrets: {}, llm: null, maxIterations: null, maxBudgetPerTask: null, mcpConfig };
@@ -59,7 +59,7 @@ const runWith = (
       ...deps,
       settings: { ...deps.settings, ...loopbackAllowed, ...settings },
       runContext: async () => context,
-      ...(interrupt ? { interrupt } : {}),
+      ...signals,
     },
     conversationId,
     randomUUID(),
@@ -157,7 +157,7 @@ describe("an endless tools/list pager", () => {
     const { conversationId, sandboxRef } = await conversationWithServer("Use the pager.");
     const controller = new AbortController();
     // The default deadline (60 s) and a page a second: only the interrupt can end it soon.
-    const run = runWith(conversationId, { mcpServers: { pager: pager(1) } }, {}, controller.signal);
+    const run = runWith(conversationId, { mcpServers: { pager: pager(1) } }, {}, { interrupt: controller.signal });
     const settled = { done: false };
     void run.finally(() => {
       settled.done = true;
@@ -186,6 +186,32 @@ describe("an endless tools/list pager", () => {
     await waitFor(async () => !(await serverRunning(sandboxRef)), { what: "the pager to be stopped", intervalMs: 200 });
     console.info(`interrupt during MCP start-up: run paused ${Math.round(ms)} ms after it`);
   }, 60_000);
+
+  it("a pause during start-up ends it too: the run pauses before its first step, the server stopped", async () => {
+    const { conversationId, sandboxRef } = await conversationWithServer("Use the pager.");
+    const controller = new AbortController();
+    const run = runWith(conversationId, { mcpServers: { pager: pager(1) } }, {}, { pause: controller.signal });
+    const settled = { done: false };
+    void run.finally(() => {
+      settled.done = true;
+    });
+    await waitFor(async () => settled.done || (await pagesAsked(sandboxRef)) > 0, {
+      what: "the pager to be asked its first page",
+      intervalMs: 200,
+    });
+    expect(settled.done).toBe(false);
+    const asked = fx.llm.requests.length;
+    // As POST /pause gives it: the PauseEvent stored, then the word to the run (a pause, not an interrupt).
+    await fx.runs.requestPause(conversationId, {});
+    controller.abort();
+    // Well before the 60 s start-up deadline, which is all that would end it without the word.
+    expect(await run).toEqual({ outcome: "ended", status: "paused" });
+    expect(fx.llm.requests.length).toBe(asked);
+    expect(serverStatus(await fx.events(conversationId))).toMatchObject([
+      { name: "pager", status: "failed", reason: "the run was stopped while the server was starting" },
+    ]);
+    await waitFor(async () => !(await serverRunning(sandboxRef)), { what: "the pager to be stopped", intervalMs: 200 });
+  }, 30_000);
 });
 
 describe("an MCP tool call", () => {
@@ -194,7 +220,12 @@ describe("an MCP tool call", () => {
     const controller = new AbortController();
     fx.llm.push({ toolCalls: [call("slow__hang")] });
     const before = remote.requests.length;
-    const run = runWith(conversationId, { mcpServers: { slow: { url: remote.url } } }, {}, controller.signal);
+    const run = runWith(
+      conversationId,
+      { mcpServers: { slow: { url: remote.url } } },
+      {},
+      { interrupt: controller.signal },
+    );
     // The hang call is the fourth request (initialize, initialized, tools/list, tools/call).
     await waitFor(
       async () =>

@@ -1,36 +1,46 @@
 import type { Logger } from "@tern/core";
-import { listenForRunInterrupts } from "@tern/queue";
+import { listenForRunInterrupts, type RunStopKind } from "@tern/queue";
 import type { Redis } from "ioredis";
 
 /**
- * The runs this worker holds, by conversation, each with the AbortController that the user's
- * interrupt aborts (runAgent's `interrupt`).
+ * The runs this worker holds, by conversation, each with the AbortControllers that the user's
+ * interrupt aborts (runAgent's `interrupt`) and that a pause aborts (runAgent's `pause`: the MCP
+ * servers' start-up).
  */
 export interface RunInterrupts {
-  /** A run begins here: its signal, and `release` when it ends. */
-  track(conversationId: string): { signal: AbortSignal; release: () => void };
-  /** Aborts the runs of the conversation this worker holds (none: nothing to do). */
-  interrupt(conversationId: string): void;
+  /** A run begins here: its signals, and `release` when it ends. */
+  track(conversationId: string): { signal: AbortSignal; pause: AbortSignal; release: () => void };
+  /** Aborts what `kind` stops in the runs of the conversation this worker holds (none: nothing to do). */
+  interrupt(conversationId: string, kind?: RunStopKind): void;
+}
+
+interface HeldRun {
+  interrupt: AbortController;
+  pause: AbortController;
 }
 
 const createRunInterrupts = (): RunInterrupts => {
-  const held = new Map<string, Set<AbortController>>();
+  const held = new Map<string, Set<HeldRun>>();
   return {
     track(conversationId) {
-      const controller = new AbortController();
+      const run: HeldRun = { interrupt: new AbortController(), pause: new AbortController() };
       const set = held.get(conversationId) ?? new Set();
-      set.add(controller);
+      set.add(run);
       held.set(conversationId, set);
       return {
-        signal: controller.signal,
+        signal: run.interrupt.signal,
+        pause: run.pause.signal,
         release: () => {
-          set.delete(controller);
+          set.delete(run);
           if (set.size === 0 && held.get(conversationId) === set) held.delete(conversationId);
         },
       };
     },
-    interrupt(conversationId) {
-      for (const c of held.get(conversationId) ?? []) c.abort(new Error("the user interrupted the run"));
+    interrupt(conversationId, kind = "interrupt") {
+      for (const run of held.get(conversationId) ?? []) {
+        if (kind === "interrupt") run.interrupt.abort(new Error("the user interrupted the run"));
+        run.pause.abort(new Error("the user paused the run"));
+      }
     },
   };
 };
@@ -45,9 +55,9 @@ export const startRunInterrupts = async (deps: {
   const stop = await listenForRunInterrupts(
     deps.redis,
     deps.prefix,
-    (conversationId) => {
-      deps.logger.info({ conversation_id: conversationId }, "run interrupted by its user");
-      interrupts.interrupt(conversationId);
+    (conversationId, kind) => {
+      deps.logger.info({ conversation_id: conversationId, kind }, "run interrupted by its user");
+      interrupts.interrupt(conversationId, kind);
     },
     (err) => deps.logger.warn({ err }, "run interrupt subscription failed"),
   );

@@ -55,7 +55,7 @@ export const agentRunProcessor = (deps: WorkerDeps): JobProcessor<"agent.run"> =
               // A sandbox a start's transaction claimed from a row: this first exec proves it alive, or replaces it.
               await replaceDeadClaimedSandbox(deps, conversation, logger);
             },
-            ...(interrupt ? { interrupt: interrupt.signal } : {}),
+            ...(interrupt ? { interrupt: interrupt.signal, pause: interrupt.pause } : {}),
             ...(deps.stopping ? { shutdown: deps.stopping } : {}),
           },
           conversationId,

@@ -136,7 +136,7 @@ export interface McpConnectDeps {
   /** Name resolution, for tests; the system resolver by default. */
   resolve?: Resolver;
   /**
-   * The run's stop (the user's interrupt, the worker's shutdown): start-up ends at once, every
+   * The run's stop (the user's interrupt or pause, the worker's shutdown): start-up ends at once, every
    * server still starting is reported failed and stopped.
    */
   signal?: AbortSignal | undefined;

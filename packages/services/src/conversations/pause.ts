@@ -1,20 +1,27 @@
 import { agentRunsRepository } from "@tern/db";
+import type { RunStopKind } from "@tern/queue";
 import type { ServiceDeps } from "../deps.ts";
 import { type Caller, ownedConversation } from "../ownership.ts";
 
+/** Word to the workers that the user stopped a conversation's run (Redis pub/sub: it may be lost). */
+export type PublishRunStop = (conversationId: string, kind: RunStopKind) => Promise<void>;
+
 /**
  * Pauses the agent: a PauseEvent. A run in progress stops between two steps; with none in
- * progress the conversation is `paused` at once.
+ * progress the conversation is `paused` at once. A run still starting the user's MCP servers
+ * (which may take up to MCP_STARTUP_TIMEOUT_MS) is told (`publish`) and stops starting them now;
+ * should the word be lost, it pauses once they are up.
  */
 export const pauseConversation = async (
-  deps: Pick<ServiceDeps, "db" | "limits">,
+  deps: Pick<ServiceDeps, "db" | "limits"> & { publish?: PublishRunStop },
   caller: Caller,
   conversationId: string,
 ): Promise<void> => {
   const conversation = await ownedConversation(deps, caller, conversationId);
-  await agentRunsRepository(deps.db).requestPause(conversation.id, {
+  const asked = await agentRunsRepository(deps.db).requestPause(conversation.id, {
     maxEvents: deps.limits?.maxEventsPerConversation,
   });
+  if (asked?.activeRunId && deps.publish) await deps.publish(conversation.id, "pause").catch(() => undefined);
 };
 
 /**
@@ -24,7 +31,7 @@ export const pauseConversation = async (
  * run at its next step.
  */
 export const interruptConversation = async (
-  deps: Pick<ServiceDeps, "db" | "limits" | "logger"> & { publish: (conversationId: string) => Promise<void> },
+  deps: Pick<ServiceDeps, "db" | "limits" | "logger"> & { publish: PublishRunStop },
   caller: Caller,
   conversationId: string,
 ): Promise<void> => {
@@ -34,7 +41,7 @@ export const interruptConversation = async (
     interrupt: true,
   });
   if (!asked?.activeRunId) return;
-  await deps.publish(conversation.id).catch((err: unknown) => {
+  await deps.publish(conversation.id, "interrupt").catch((err: unknown) => {
     deps.logger.warn(
       { err, conversation_id: conversation.id },
       "interrupt not published; the run stops at its next step",

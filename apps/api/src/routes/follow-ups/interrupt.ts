@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { publishRunInterrupt } from "@tern/queue";
-import { interruptConversation } from "@tern/services";
+import { interruptConversation, type PublishRunStop } from "@tern/services";
 import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
@@ -23,10 +23,16 @@ const route = createRoute({
   },
 });
 
+/** How the API tells the workers that a user interrupted or paused a run (run-interrupts in @tern/queue). */
+export const runStopsOf =
+  (deps: ApiDeps): PublishRunStop =>
+  (id, kind) =>
+    publishRunInterrupt(deps.redis, deps.config.REDIS_PREFIX, id, kind);
+
 export const registerInterrupt = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
     await interruptConversation(
-      { ...deps, publish: (id) => publishRunInterrupt(deps.redis, deps.config.REDIS_PREFIX, id) },
+      { ...deps, publish: runStopsOf(deps) },
       c.get("principal"),
       c.req.valid("param").conversation_id,
     );

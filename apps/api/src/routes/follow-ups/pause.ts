@@ -4,6 +4,7 @@ import type { ApiDeps } from "../../deps.ts";
 import { errorResponses, notFoundResponse } from "../records.ts";
 import type { Router } from "../router.ts";
 import { conversationIdParam, successSchema } from "./conversation.ts";
+import { runStopsOf } from "./interrupt.ts";
 
 const route = createRoute({
   method: "post",
@@ -23,6 +24,10 @@ const route = createRoute({
 
 export const registerPause = (router: Router, deps: ApiDeps) =>
   router.openapi(route, async (c) => {
-    await pauseConversation(deps, c.get("principal"), c.req.valid("param").conversation_id);
+    await pauseConversation(
+      { ...deps, publish: runStopsOf(deps) },
+      c.get("principal"),
+      c.req.valid("param").conversation_id,
+    );
     return c.json({ success: true }, 200);
   });

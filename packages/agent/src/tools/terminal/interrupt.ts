@@ -1,8 +1,12 @@
-/** What stops a run's waits: the user's interrupt or the worker's shutdown, whichever comes. */
-export const stopSignal = (deps: { interrupt?: AbortSignal; shutdown?: AbortSignal }): AbortSignal | undefined => {
-  const signals = [deps.interrupt, deps.shutdown].filter((s): s is AbortSignal => s !== undefined);
-  return signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+/** The first of `signals` to abort (undefined ones left out); undefined when none is given. */
+export const anySignal = (...signals: (AbortSignal | undefined)[]): AbortSignal | undefined => {
+  const given = signals.filter((s): s is AbortSignal => s !== undefined);
+  return given.length > 1 ? AbortSignal.any(given) : given[0];
 };
+
+/** What stops a run's waits: the user's interrupt or the worker's shutdown, whichever comes. */
+export const stopSignal = (deps: { interrupt?: AbortSignal; shutdown?: AbortSignal }): AbortSignal | undefined =>
+  anySignal(deps.interrupt, deps.shutdown);
 
 /**
  * A terminal call cut short by the user's interrupt: Ctrl-C goes to the running command, and the

@@ -6,7 +6,6 @@ import {
   NotFoundError,
   parseIsoTimestamp,
 } from "@tern/core";
-import { publishRunInterrupt } from "@tern/queue";
 import {
   agentFinalResponse,
   agentSendMessageSchema,
@@ -35,6 +34,7 @@ import {
 import type { Context } from "hono";
 import { z } from "zod";
 import type { ApiDeps } from "../../../deps.ts";
+import { runStopsOf } from "../../follow-ups/interrupt.ts";
 import type { AgentServerEnv, AgentServerRoutes } from "../context.ts";
 import { newAgentServerRouter } from "../context.ts";
 import { jsonBody, parseRequest } from "../errors.ts";
@@ -208,17 +208,13 @@ export const agentConversationRoutes: AgentServerRoutes = (deps: ApiDeps) => {
 
   r.post("/api/conversations/:conversation_id/pause", async (c) => {
     const conversation = await own(c);
-    await pauseConversation(deps, callerOf(c), conversation.id);
+    await pauseConversation({ ...deps, publish: runStopsOf(deps) }, callerOf(c), conversation.id);
     return success(c);
   });
 
   r.post("/api/conversations/:conversation_id/interrupt", async (c) => {
     const conversation = await own(c);
-    await interruptConversation(
-      { ...deps, publish: (id) => publishRunInterrupt(deps.redis, deps.config.REDIS_PREFIX, id) },
-      callerOf(c),
-      conversation.id,
-    );
+    await interruptConversation({ ...deps, publish: runStopsOf(deps) }, callerOf(c), conversation.id);
     return success(c);
   });
 
