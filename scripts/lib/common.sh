@@ -4,6 +4,29 @@ log() { printf '[tern] %s\n' "$*" >&2; }
 die() { printf '[tern] error: %s\n' "$*" >&2; exit 1; }
 have() { command -v "$1" >/dev/null 2>&1; }
 
+pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# await_dockerd WHAT PID LOG SECONDS CHECK...: runs CHECK every half second until it succeeds, and
+# prints the whole seconds it waited (0: at once). Dies naming WHAT, with the log's tail, once the
+# dockerd of PID has exited or SECONDS have passed.
+await_dockerd() {
+  local what=$1 pid=$2 log_file=$3 seconds=$4 waited=0
+  shift 4
+  until "$@"; do
+    if ! pid_alive "$pid"; then
+      tail -n 30 "$log_file" >&2 2>/dev/null || true
+      die "$what: its dockerd exited (log: $log_file)"
+    fi
+    if [ "$waited" -ge "$((seconds * 2))" ]; then
+      tail -n 30 "$log_file" >&2 2>/dev/null || true
+      die "$what did not answer within ${seconds}s (pid $pid, log: $log_file)"
+    fi
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  printf '%s\n' "$((waited / 2))"
+}
+
 # Hides the password of a URL in messages.
 redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#' <<<"$1"; }
 

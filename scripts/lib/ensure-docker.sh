@@ -39,7 +39,6 @@ XFS_ROOT=/var/lib/tern-docker
 
 docker_ok() { have docker && timeout 15 docker info >/dev/null 2>&1; }
 has_runsc() { timeout 15 docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
-pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
 # The local dockerd's pid (ours, or one started another way), for a reload.
 # The local dockerd: ours (started with our pid file), or one the system started (/var/run/docker.pid).
@@ -143,19 +142,7 @@ else
   pid=$!
 fi
 
-waited=0
-until docker_ok; do
-  if ! pid_alive "$pid"; then
-    tail -n 30 "$LOG_FILE" >&2 2>/dev/null || true
-    die "dockerd exited (log: $LOG_FILE)"
-  fi
-  if [ "$waited" -ge "$WAIT_SECONDS" ]; then
-    tail -n 30 "$LOG_FILE" >&2 2>/dev/null || true
-    die "dockerd did not answer within ${WAIT_SECONDS}s (pid $pid, log: $LOG_FILE)"
-  fi
-  sleep 1
-  waited=$((waited + 1))
-done
+waited="$(await_dockerd "the Docker engine" "$pid" "$LOG_FILE" "$WAIT_SECONDS" docker_ok)"
 log "dockerd answers (pid $pid, ${waited}s)"
 if [ "${TERN_DOCKER_XFS:-}" = 1 ] && [ "${STORAGE_DRIVER:-}" = btrfs ]; then
   keep_btrfs_quotas_exact "$XFS_ROOT"

@@ -78,7 +78,6 @@ mkdir -p /var/run
 exec 8>"/var/run/$NAME.lock"
 flock 8
 
-pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 # This engine's dockerd: its pid file's process, if that runs with this engine's config (not
 # another engine's, nor whatever took the pid after a reboot).
 engine_pid() { pid_of_file_matching "$PID_FILE" "--config-file $CONFIG"; }
@@ -238,19 +237,7 @@ if [ -z "$pid" ]; then
   pid=$!
 fi
 
-waited=0
-until answers; do
-  if ! pid_alive "$pid"; then
-    tail -n 30 "$LOG_FILE" >&2 2>/dev/null || true
-    die "engine $N's dockerd exited (log: $LOG_FILE)"
-  fi
-  [ "$waited" -lt "$((WAIT_SECONDS * 2))" ] || {
-    tail -n 30 "$LOG_FILE" >&2 2>/dev/null || true
-    die "engine $N did not answer within ${WAIT_SECONDS}s (pid $pid, log: $LOG_FILE)"
-  }
-  sleep 0.5
-  waited=$((waited + 1))
-done
+waited="$(await_dockerd "engine $N" "$pid" "$LOG_FILE" "$WAIT_SECONDS" answers)"
 [ "$waited" -eq 0 ] || log "engine $N answers at $HOST (pid $pid)"
 [ "$STORAGE_DRIVER" != btrfs ] || keep_btrfs_quotas_exact "$DATA_ROOT"
 
