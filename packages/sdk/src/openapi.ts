@@ -2646,7 +2646,7 @@ export interface paths {
         put?: never;
         /**
          * Pause the agent
-         * @description Stores a PauseEvent. A run in progress stops between two steps (execution_status `paused`); with none in progress the conversation is `paused` at once. POST /run continues it.
+         * @description Stores a PauseEvent. A run in progress stops between two steps (execution_status `paused`); one still starting the user's MCP servers stops starting them at once; with none in progress the conversation is `paused` at once. POST /run continues it.
          */
         post: {
             parameters: {

@@ -12,7 +12,8 @@ const route = createRoute({
   tags: ["Follow-ups"],
   summary: "Pause the agent",
   description:
-    "Stores a PauseEvent. A run in progress stops between two steps (execution_status `paused`); " +
+    "Stores a PauseEvent. A run in progress stops between two steps (execution_status `paused`); one still " +
+    "starting the user's MCP servers stops starting them at once; " +
     "with none in progress the conversation is `paused` at once. POST /run continues it.",
   request: { params: conversationIdParam },
   responses: {
