@@ -8,7 +8,6 @@ import {
   type OutboundAddressPolicy,
   parseOutboundUrl,
   type ReasoningEffort,
-  reasoningEfforts,
   resolveOutboundAddresses,
   type SecretBox,
   type SecurityAnalyzer,
@@ -180,11 +179,16 @@ export const userLlmForRun = async (
       apiKey = null;
     }
   }
-  const reasoningEffort = reasoningEfforts.find((e) => e === s.reasoningEffort) ?? null;
-  const any = s.llmModel || s.llmBaseUrl || apiKey || s.thinkingBudget !== null || reasoningEffort;
+  const any = s.llmModel || s.llmBaseUrl || apiKey || s.thinkingBudget !== null || s.reasoningEffort;
   return {
     llm: any
-      ? { model: s.llmModel, baseUrl: s.llmBaseUrl, apiKey, thinkingBudget: s.thinkingBudget, reasoningEffort }
+      ? {
+          model: s.llmModel,
+          baseUrl: s.llmBaseUrl,
+          apiKey,
+          thinkingBudget: s.thinkingBudget,
+          reasoningEffort: s.reasoningEffort,
+        }
       : null,
     maxIterations: s.maxIterations,
     maxBudgetPerTask: s.maxBudgetPerTask,

@@ -1,4 +1,4 @@
-import type { SecurityAnalyzer } from "@tern/core";
+import { type ReasoningEffort, reasoningEfforts, type SecurityAnalyzer } from "@tern/core";
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../schema.ts";
 
@@ -20,8 +20,8 @@ export interface StoredUserSettings {
   securityAnalyzer: SecurityAnalyzer;
   /** Anthropic's extended-thinking budget in tokens (0: none); null: the operator's. */
   thinkingBudget: number | null;
-  /** The reasoning effort of the models that take one; null: the operator's. */
-  reasoningEffort: string | null;
+  /** The reasoning effort of the models that take one; null: the operator's (or a value no longer known). */
+  reasoningEffort: ReasoningEffort | null;
 }
 
 /** What a change sets: absent fields are left as they are, null clears one. */
@@ -34,7 +34,7 @@ export interface UserSettingsChange {
   confirmationMode?: boolean;
   securityAnalyzer?: SecurityAnalyzer;
   thinkingBudget?: number | null;
-  reasoningEffort?: string | null;
+  reasoningEffort?: ReasoningEffort | null;
   /** Both or neither: the sealed config and its masked copy. */
   mcpConfig?: { sealed: string; masked: unknown } | null;
 }
@@ -56,7 +56,7 @@ export const userSettingsRepository = (db: Kysely<Database>) => ({
       confirmationMode: r?.confirmation_mode ?? false,
       securityAnalyzer: r?.security_analyzer === "none" ? "none" : "llm",
       thinkingBudget: r?.llm_extended_thinking_budget ?? null,
-      reasoningEffort: r?.llm_reasoning_effort ?? null,
+      reasoningEffort: reasoningEfforts.find((e) => e === r?.llm_reasoning_effort) ?? null,
     };
   },
 
