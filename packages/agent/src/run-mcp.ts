@@ -1,7 +1,7 @@
 import { maskSecrets, mcpTransportOf, newEvent } from "@tern/core";
 import { connectMcpServers, type McpToolSet } from "./mcp/session.ts";
 import type { RunScope } from "./scope.ts";
-import { anySignal, stopSignal } from "./tools/terminal/interrupt.ts";
+import { anySignal } from "./tools/terminal/interrupt.ts";
 
 /**
  * The user's MCP servers for one run, connected when it starts (stdio ones started in the
@@ -23,7 +23,7 @@ export const startMcpServers = async (run: RunScope): Promise<McpToolSet | null>
       secrets: context.secrets,
       logger: log,
       // The start-up waits on servers the user named: a pause ends it too, not only an interrupt.
-      signal: stopSignal({ ...deps, interrupt: anySignal(deps.interrupt, deps.pause) }),
+      signal: anySignal(deps.interrupt, deps.pause, deps.shutdown),
     });
   } catch (err) {
     // A fault of ours, not of one server: the run goes on without MCP rather than fail.
