@@ -19,7 +19,7 @@
     return e;
   };
   // A tool the agent's registry does not hold is one of the user's MCP servers' (their own code).
-  const toolLabel = (name) => (Object.hasOwn(TOOLS, name) ? name : `${name} (MCP)`);
+  const toolLabel = (name) => (TOOLS.includes(name) ? name : `${name} (MCP)`);
   const api = (path, init = {}) =>
     fetch(path, {
       credentials: "same-origin",

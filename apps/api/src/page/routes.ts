@@ -10,8 +10,8 @@ import { openPageSession, PAGE_COOKIE, sealPageSession } from "./session.ts";
 
 const asset = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8");
 const PAGE = asset("page.html");
-/** The agent's built-in tools as the page shows them, from the agent's registry (one line per tool there). */
-const TOOLS = Object.fromEntries(toolCatalogue().map((t) => [t.name, { actionKind: t.traits.actionKind }]));
+/** The agent's built-in tools by name, from the agent's registry (one line per tool there). */
+const TOOLS = toolCatalogue().map((t) => t.name);
 /** The page's script, after the lists it needs from @tern/core and the agent (so the page never restates them). */
 const SCRIPT = `const TERN_ENUMS = ${JSON.stringify({ STAGES: startStages, FINAL: terminalExecutionStatuses, TOOLS })};\n${asset("page.js")}`;
 const STYLE = asset("page.css");
