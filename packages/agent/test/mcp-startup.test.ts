@@ -80,6 +80,26 @@ const interrupt = async (conversationId: string, controller: AbortController) =>
   controller.abort();
 };
 
+/**
+ * A run whose endless pager (a page a second, the default 60 s deadline) has been asked its first
+ * page and is still starting; `signal` names which of the run's signals `controller` aborts.
+ */
+const runPagerUntilAsked = async (signal: "interrupt" | "pause") => {
+  const { conversationId, sandboxRef } = await conversationWithServer("Use the pager.");
+  const controller = new AbortController();
+  const run = runWith(conversationId, { mcpServers: { pager: pager(1) } }, {}, { [signal]: controller.signal });
+  const settled = { done: false };
+  void run.finally(() => {
+    settled.done = true;
+  });
+  await waitFor(async () => settled.done || (await pagesAsked(sandboxRef)) > 0, {
+    what: "the pager to be asked its first page",
+    intervalMs: 200,
+  });
+  expect(settled.done).toBe(false);
+  return { conversationId, sandboxRef, controller, run };
+};
+
 describe("an endless tools/list pager", () => {
   it(`is read ${MCP_MAX_LIST_PAGES} pages deep and left out, well before the start-up deadline; the rest are offered`, async () => {
     const { sandboxRef } = await conversationWithServer("Use the pager.");
@@ -154,19 +174,8 @@ describe("an endless tools/list pager", () => {
   }, 60_000);
 
   it("an interrupt during start-up ends the run paused within 2 s, the server stopped", async () => {
-    const { conversationId, sandboxRef } = await conversationWithServer("Use the pager.");
-    const controller = new AbortController();
     // The default deadline (60 s) and a page a second: only the interrupt can end it soon.
-    const run = runWith(conversationId, { mcpServers: { pager: pager(1) } }, {}, { interrupt: controller.signal });
-    const settled = { done: false };
-    void run.finally(() => {
-      settled.done = true;
-    });
-    await waitFor(async () => settled.done || (await pagesAsked(sandboxRef)) > 0, {
-      what: "the pager to be asked its first page",
-      intervalMs: 200,
-    });
-    expect(settled.done).toBe(false);
+    const { conversationId, sandboxRef, controller, run } = await runPagerUntilAsked("interrupt");
     const began = performance.now();
     await interrupt(conversationId, controller);
     const outcome = await run;
@@ -188,18 +197,7 @@ describe("an endless tools/list pager", () => {
   }, 60_000);
 
   it("a pause during start-up ends it too: the run pauses before its first step, the server stopped", async () => {
-    const { conversationId, sandboxRef } = await conversationWithServer("Use the pager.");
-    const controller = new AbortController();
-    const run = runWith(conversationId, { mcpServers: { pager: pager(1) } }, {}, { pause: controller.signal });
-    const settled = { done: false };
-    void run.finally(() => {
-      settled.done = true;
-    });
-    await waitFor(async () => settled.done || (await pagesAsked(sandboxRef)) > 0, {
-      what: "the pager to be asked its first page",
-      intervalMs: 200,
-    });
-    expect(settled.done).toBe(false);
+    const { conversationId, sandboxRef, controller, run } = await runPagerUntilAsked("pause");
     const asked = fx.llm.requests.length;
     // As POST /pause gives it: the PauseEvent stored, then the word to the run (a pause, not an interrupt).
     await fx.runs.requestPause(conversationId, {});
